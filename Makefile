@@ -1,0 +1,35 @@
+# swedojo: `make demo` shows the pipeline end to end; `make test` runs every suite (Docker included).
+PY      ?= python3
+VENV    := .venv
+BIN     := $(VENV)/bin
+STAMP   := $(VENV)/.installed
+
+.PHONY: demo test bench docker-up install clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+# torch first, pinned: on this machine the CPU build lies on disk; elsewhere pip takes the normal wheel.
+$(STAMP): $(BIN)/python pyproject.toml
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# Start a Docker Engine where none answers, and build the locally made base image (cached by tag).
+docker-up:
+	bash scripts/ensure_docker.sh
+
+demo: $(STAMP)
+	$(BIN)/dojo demo
+
+test: $(STAMP) docker-up
+	SWEDOJO_REQUIRE_DOCKER=1 $(BIN)/python -m pytest -q
+
+bench: $(STAMP) docker-up
+	@for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

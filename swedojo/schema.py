@@ -1,0 +1,290 @@
+"""The contracts between subsystems.
+
+Every object that crosses a stage boundary or is written to disk is one of these models, so each
+stage can run alone, be resumed, cached, or shipped to another machine.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from enum import Enum
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class TestStatus(str, Enum):
+    """Outcome of one test as read from a test log."""
+
+    PASSED = "PASSED"
+    FAILED = "FAILED"
+    SKIPPED = "SKIPPED"
+    ERROR = "ERROR"
+    XFAIL = "XFAIL"
+    XPASS = "XPASS"
+
+    @property
+    def counts_as_pass(self) -> bool:
+        """SWE-bench counts XFAIL as passed (the test ran and behaved as declared)."""
+        return self in (TestStatus.PASSED, TestStatus.XFAIL)
+
+
+class TaskInstance(BaseModel):
+    """One task in SWE-bench's field names; unknown fields (v5, Live, Gym, smith) are kept."""
+
+    model_config = ConfigDict(extra="allow")
+
+    instance_id: str
+    """Unique id, conventionally `owner__name-NUMBER`."""
+    repo: str
+    """`owner/name`, a git URL, or a local path."""
+    base_commit: str
+    """Commit the agent starts from."""
+    patch: str = ""
+    """Gold patch (source changes only)."""
+    test_patch: str = ""
+    """Patch that adds or changes the tests that check the fix."""
+    problem_statement: str = ""
+    """The issue text the agent sees."""
+    hints_text: str = ""
+    """Comments made before the fix; optional help."""
+    created_at: str = ""
+    """When the issue or fix was created (ISO 8601)."""
+    version: str = ""
+    """Release line of the repo, used to share environments."""
+    FAIL_TO_PASS: list[str] = Field(default_factory=list)
+    """Tests that fail before the gold patch and pass after it."""
+    PASS_TO_PASS: list[str] = Field(default_factory=list)
+    """Tests that pass before and must still pass after."""
+    environment_setup_commit: str = ""
+    """Commit whose dependencies define the environment (SWE-bench); base_commit when empty."""
+
+    @field_validator("FAIL_TO_PASS", "PASS_TO_PASS", mode="before")
+    @classmethod
+    def _decode_test_list(cls, value: Any) -> Any:
+        """Published SWE-bench files carry these lists as JSON-encoded strings."""
+        if value is None:
+            return []
+        if isinstance(value, str):
+            text = value.strip()
+            if not text:
+                return []
+            decoded = json.loads(text)
+            if not isinstance(decoded, list):
+                raise ValueError(f"expected a JSON list of test ids, got {type(decoded).__name__}")
+            return decoded
+        return value
+
+    @property
+    def setup_commit(self) -> str:
+        return self.environment_setup_commit or self.base_commit
+
+    def to_swebench(self) -> dict[str, Any]:
+        """The record as SWE-bench publishes it: test lists as JSON strings, extras kept."""
+        record = self.model_dump(mode="json")
+        record["FAIL_TO_PASS"] = json.dumps(self.FAIL_TO_PASS)
+        record["PASS_TO_PASS"] = json.dumps(self.PASS_TO_PASS)
+        return record
+
+
+class EnvSpec(BaseModel):
+    """How to build an environment for a repo at a commit, run its tests and read the results."""
+
+    repo: str
+    """`owner/name`, URL or path of the repository."""
+    commit: str
+    """Commit the environment was built for."""
+    language: str = "python"
+    """Main language detected."""
+    build_system: str = ""
+    """What the environment was set up from (pyproject, setup.py, package.json, make, ...)."""
+    runtime_version: str = ""
+    """Interpreter or toolchain version (e.g. python 3.11)."""
+    base_image: str = ""
+    """Docker base image tag (locally made Debian root)."""
+    image: str = ""
+    """Final image tag for the docker backend; empty for the local backend."""
+    workdir: str = "/testbed"
+    """Where the repository lives inside the environment."""
+    install_commands: list[str] = Field(default_factory=list)
+    """Plain shell steps that install the project and its dependencies."""
+    test_command: str = "python -m pytest -rA -p no:cacheprovider"
+    """Command that runs tests; test ids are appended to it."""
+    log_parser: str = "pytest"
+    """Name of the parser that maps the test log to per-test statuses."""
+    env_vars: dict[str, str] = Field(
+        default_factory=lambda: {
+            "TZ": "UTC",
+            "LC_ALL": "C.UTF-8",
+            "LANG": "C.UTF-8",
+            "PYTHONHASHSEED": "0",
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
+    )
+    """Environment fixed for every test run, so results reproduce across machines."""
+    resolved_dependencies: dict[str, str] = Field(default_factory=dict)
+    """Package -> version pinned at build time."""
+    resolution_date: str = ""
+    """Dependencies were resolved as of this date (the commit date)."""
+    test_status: dict[str, TestStatus] = Field(default_factory=dict)
+    """Baseline status of every test at `commit`."""
+    flaky_tests: list[str] = Field(default_factory=list)
+    """Tests whose status differed between validation runs."""
+    network_tests: list[str] = Field(default_factory=list)
+    """Tests that need the network (fail with it off)."""
+
+
+class ToolCall(BaseModel):
+    """One call the model asked for, as parsed from its text."""
+
+    name: str
+    """Tool name."""
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    """Arguments by parameter name."""
+    call_id: str = ""
+    """Id used to pair the call with its result (OpenAI style); may be empty."""
+
+
+class Step(BaseModel):
+    """One assistant turn and what the environment answered."""
+
+    index: int
+    """Position in the trajectory, from 0."""
+    phase: str = "execute"
+    """Loop phase: plan, execute, verify or submit."""
+    reasoning: str = ""
+    """The model's thinking for this turn (kept: retained thinking)."""
+    content: str = ""
+    """The visible assistant text (without reasoning)."""
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    """Calls parsed from the turn."""
+    observation: str = ""
+    """What the tools returned, as shown to the model."""
+    error: str = ""
+    """A model-visible error for this turn (bad tool call, format error), if any."""
+    prompt_token_ids: list[int] = Field(default_factory=list)
+    """Tokens added to the context before this turn's generation (observation and role markers)."""
+    response_token_ids: list[int] = Field(default_factory=list)
+    """The exact tokens the model sampled for this turn."""
+    response_logprobs: list[float] = Field(default_factory=list)
+    """Log-probability of each sampled token under the rollout policy."""
+    usage: dict[str, float] = Field(default_factory=dict)
+    """Prompt tokens, tokens prefilled, tokens served from cache, seconds."""
+    started_at: datetime = Field(default_factory=_utcnow)
+    """When the turn began."""
+
+
+class ExitStatus(str, Enum):
+    """Why an agent run ended."""
+
+    SUBMITTED = "submitted"
+    LIMIT_STEPS = "limit_steps"
+    LIMIT_TOKENS = "limit_tokens"
+    LIMIT_TIME = "limit_time"
+    FORMAT_ERRORS = "format_errors"
+    TIMEOUTS = "timeouts"
+    INFRA_ERROR = "infra_error"
+    RUNNING = "running"
+
+
+class Trajectory(BaseModel):
+    """A whole run: the message list is the trajectory, plus what a trainer needs."""
+
+    instance_id: str
+    """The task this run worked on."""
+    policy: str
+    """Policy name (model, gold, empty, replay)."""
+    model: str = ""
+    """Model identifier, if any."""
+    policy_version: str = ""
+    """Weights version used for sampling (for off-policy correction)."""
+    group_id: str = ""
+    """Rollouts of the same task in one batch share a group id."""
+    system_prompt: str = ""
+    """System prompt shown to the model."""
+    task_prompt: str = ""
+    """First user message."""
+    initial_prompt_token_ids: list[int] = Field(default_factory=list)
+    """Tokens of the prompt before the first assistant turn."""
+    steps: list[Step] = Field(default_factory=list)
+    """Turns in order."""
+    tool_fingerprints: dict[str, str] = Field(default_factory=dict)
+    """Tool name -> signature fingerprint of every tool the run could call."""
+    toolset_fingerprint: str = ""
+    """Hash over all tool fingerprints."""
+    exit_status: ExitStatus = ExitStatus.RUNNING
+    """Why the run ended."""
+    patch: str = ""
+    """The submitted diff against base_commit."""
+    error: str = ""
+    """Fatal error message, when exit_status is infra_error."""
+    started_at: datetime = Field(default_factory=_utcnow)
+    """Start time."""
+    finished_at: datetime | None = None
+    """End time, None while running."""
+
+
+class EvalStatus(str, Enum):
+    """Outcome of grading one candidate patch; infra_error is never the agent's fault."""
+
+    RESOLVED = "resolved"
+    UNRESOLVED = "unresolved"
+    EMPTY_PATCH = "empty_patch"
+    PATCH_FAILED = "patch_failed"
+    INFRA_ERROR = "infra_error"
+
+
+class TierScore(BaseModel):
+    """One reward tier with the evidence behind its score."""
+
+    tier: int
+    """0 format, 1 static, 2 tests, 3 verification."""
+    name: str
+    """Tier name."""
+    score: float
+    """In [0, 1]."""
+    passed: bool
+    """Whether the tier counts as passed for gating."""
+    evidence: dict[str, Any] = Field(default_factory=dict)
+    """What the score is based on."""
+
+
+class RewardReport(BaseModel):
+    """How a candidate patch fared on one task."""
+
+    instance_id: str
+    """Task graded."""
+    status: EvalStatus
+    """Overall outcome."""
+    resolved: bool = False
+    """Every FAIL_TO_PASS and PASS_TO_PASS test passed."""
+    fail_to_pass: dict[str, TestStatus | None] = Field(default_factory=dict)
+    """Status of each FAIL_TO_PASS test; None = missing from the log (counts as failed)."""
+    pass_to_pass: dict[str, TestStatus | None] = Field(default_factory=dict)
+    """Status of each PASS_TO_PASS test; None = missing from the log (counts as failed)."""
+    test_exit_code: int | None = None
+    """Exit code of the test command."""
+    tiers: list[TierScore] = Field(default_factory=list)
+    """Per-tier scores, when reward tiers were computed."""
+    reward: float = 0.0
+    """Scalar reward."""
+    error: str = ""
+    """One-line reason for patch_failed or infra_error."""
+    log_tail: str = ""
+    """End of the test log, for a quick look."""
+    duration_s: float = 0.0
+    """Wall time of grading."""
+
+
+ALL_SCHEMAS: dict[str, type[BaseModel]] = {
+    "TaskInstance": TaskInstance,
+    "EnvSpec": EnvSpec,
+    "Step": Step,
+    "Trajectory": Trajectory,
+    "RewardReport": RewardReport,
+}
