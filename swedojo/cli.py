@@ -13,6 +13,11 @@ app = typer.Typer(no_args_is_help=True, add_completion=False, help="swedojo: SWE
 console = Console()
 
 
+@app.callback()
+def main() -> None:
+    """swedojo: SWE environments, agents, rewards and RL data."""
+
+
 @app.command()
 def schema(name: str = typer.Argument("", help="One model name; all when empty.")) -> None:
     """Print the JSON Schemas of the contracts (TaskInstance, EnvSpec, Trajectory, ...)."""
