@@ -21,6 +21,8 @@ def _utcnow() -> datetime:
 class TestStatus(str, Enum):
     """Outcome of one test as read from a test log."""
 
+    __test__ = False  # not a pytest test class
+
     PASSED = "PASSED"
     FAILED = "FAILED"
     SKIPPED = "SKIPPED"

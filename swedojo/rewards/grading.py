@@ -1,0 +1,136 @@
+"""Grade a candidate patch as SWE-bench does, always in a fresh sandbox from the task's environment.
+
+Resolved = every FAIL_TO_PASS and every PASS_TO_PASS test passes, a test missing from the log
+counts as failed, and the test command's exit code must agree with the log (a patch that prints
+fake PASSED lines does not win). A patch that does not apply is `patch_failed`; a sandbox that
+cannot be made is `infra_error`; neither raises.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import secrets
+import shlex
+import time
+
+from swedojo.repolaunch.parsers import parse_log
+from swedojo.sandboxes.base import Sandbox
+from swedojo.sandboxes.environment import Environment
+from swedojo.schema import EvalStatus, RewardReport, TaskInstance, TestStatus
+
+TEST_TIMEOUT_S = 900.0
+_DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/(\S+)", re.MULTILINE)
+
+
+class PatchApplyError(Exception):
+    """A patch applied with none of the fallbacks."""
+
+
+def patch_files(patch: str) -> list[str]:
+    """Paths a unified git diff touches (old and new names)."""
+    files: list[str] = []
+    for a, b in _DIFF_FILE.findall(patch):
+        for name in (a, b):
+            if name not in files:
+                files.append(name)
+    return files
+
+
+def apply_patch(sandbox: Sandbox, patch: str, what: str = "patch") -> str:
+    """Apply a diff in the work tree: `git apply`, then `patch --fuzz=5` (SWE-bench's fallbacks).
+
+    The patch travels base64-encoded through the terminal, so any bytes survive any backend.
+    Returns the command that worked; raises PatchApplyError with the last error line.
+    """
+    if not patch.endswith("\n"):
+        patch += "\n"
+    path = f"/tmp/swedojo-{secrets.token_hex(8)}.diff"
+    encoded = base64.b64encode(patch.encode("utf-8", errors="surrogateescape")).decode()
+    wrote = sandbox.exec(f"printf %s {encoded} | base64 -d > {path}")
+    if not wrote.ok:
+        raise PatchApplyError(f"could not stage the {what}: {wrote.output.strip()[-200:]}")
+    attempts = [
+        f"git apply --verbose {path}",
+        f"patch --batch --fuzz=5 -p1 --dry-run -i {path} >/dev/null && patch --batch --fuzz=5 -p1 -i {path}",
+    ]
+    last = ""
+    try:
+        for command in attempts:
+            result = sandbox.exec(command)
+            if result.ok:
+                return command.split(" ")[0] + (" apply" if command.startswith("git") else "")
+            last = result.output.strip().splitlines()[-1] if result.output.strip() else f"exit {result.exit_code}"
+    finally:
+        sandbox.exec(f"rm -f {path}")
+    raise PatchApplyError(f"{what} does not apply: {last}")
+
+
+def test_command(env: Environment, tests: list[str]) -> str:
+    """The environment's test command with the given test ids appended, each quoted."""
+    return " ".join([env.spec.test_command, *(shlex.quote(t) for t in tests)])
+
+
+def grade_in_sandbox(sandbox: Sandbox, env: Environment, instance: TaskInstance, candidate: str) -> RewardReport:
+    """Apply the candidate and the test patch in `sandbox` (fresh, at base_commit) and grade."""
+    report = RewardReport(instance_id=instance.instance_id, status=EvalStatus.UNRESOLVED)
+    if not candidate.strip():
+        report.status = EvalStatus.EMPTY_PATCH
+    else:
+        try:
+            apply_patch(sandbox, candidate, "candidate patch")
+        except PatchApplyError as exc:
+            report.status, report.error = EvalStatus.PATCH_FAILED, str(exc)
+            return report
+    test_files = patch_files(instance.test_patch)
+    if test_files:
+        # The candidate may have edited the tests: restore them to the base before the test patch.
+        quoted = " ".join(shlex.quote(f) for f in test_files)
+        sandbox.exec(f"git checkout -q {shlex.quote(instance.base_commit)} -- {quoted} 2>/dev/null; true")
+        try:
+            apply_patch(sandbox, instance.test_patch, "test patch")
+        except PatchApplyError as exc:
+            report.status, report.error = EvalStatus.INFRA_ERROR, f"task is broken: {exc}"
+            return report
+    tests = list(dict.fromkeys(instance.FAIL_TO_PASS + instance.PASS_TO_PASS))
+    result = sandbox.exec(test_command(env, tests), timeout=TEST_TIMEOUT_S)
+    statuses = parse_log(env.spec.log_parser, result.output)
+    report.test_exit_code = result.exit_code
+    report.log_tail = result.output[-2000:]
+    report.fail_to_pass = {t: statuses.get(t) for t in instance.FAIL_TO_PASS}
+    report.pass_to_pass = {t: statuses.get(t) for t in instance.PASS_TO_PASS}
+    all_pass = all(
+        s is not None and TestStatus(s).counts_as_pass
+        for s in [*report.fail_to_pass.values(), *report.pass_to_pass.values()]
+    )
+    if result.timed_out:
+        report.error = f"tests timed out after {TEST_TIMEOUT_S:.0f}s"
+    elif all_pass and result.exit_code != 0:
+        report.error = f"log says every test passed but the test command exited {result.exit_code}"
+    report.resolved = all_pass and result.exit_code == 0 and not result.timed_out
+    if report.resolved:
+        report.status = EvalStatus.RESOLVED
+    elif report.status != EvalStatus.EMPTY_PATCH:
+        report.status = EvalStatus.UNRESOLVED
+    report.reward = 1.0 if report.resolved else 0.0
+    return report
+
+
+def grade(env: Environment, instance: TaskInstance, candidate: str) -> RewardReport:
+    """Grade `candidate` for `instance` in a fresh sandbox; infrastructure failures become a status."""
+    start = time.monotonic()
+    try:
+        sandbox = env.open(instance.base_commit)
+    except Exception as exc:  # any failure to build the sandbox is infrastructure, not the agent
+        return RewardReport(
+            instance_id=instance.instance_id,
+            status=EvalStatus.INFRA_ERROR,
+            error=f"sandbox: {type(exc).__name__}: {exc}".splitlines()[0],
+            duration_s=time.monotonic() - start,
+        )
+    try:
+        report = grade_in_sandbox(sandbox, env, instance, candidate)
+    finally:
+        sandbox.close()
+    report.duration_s = time.monotonic() - start
+    return report

@@ -1,0 +1,64 @@
+"""`dojo eval` end to end on a suite file: results, summary, sb-cli preds, bad input, resume."""
+
+import json
+
+from taskrepo import make_task_repo
+from typer.testing import CliRunner
+
+from swedojo.cli import app
+
+
+def _suite(tmp_path):
+    mirror, task = make_task_repo(tmp_path / "mirror")
+    good = task.to_swebench()
+    missing = {**good, "instance_id": "ghost__repo-1", "repo": "ghost/repo"}
+    broken = {**good, "instance_id": "owner__calc-2",
+              "patch": good["patch"].replace("     return value\n", "-    return value * 2\n+    return value\n")}
+    lines = [json.dumps(good), '{"instance_id": "owner__calc-bad", "repo": ', json.dumps(missing), json.dumps(broken)]
+    path = tmp_path / "suite.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return mirror, path
+
+
+def _run(tmp_path, policy, out):
+    mirror, path = _suite(tmp_path) if not (tmp_path / "suite.jsonl").exists() else (tmp_path / "mirror", tmp_path / "suite.jsonl")
+    return CliRunner().invoke(app, ["eval", "--suite", str(path), "--policy", policy, "--mirror", str(mirror), "--out", str(out)])
+
+
+def test_gold_eval_isolates_each_bad_instance(tmp_path):
+    out = tmp_path / "run"
+    result = _run(tmp_path, "gold", out)
+    assert result.exit_code == 0, result.output
+    assert "suite.jsonl:2" in result.output and "invalid JSON" in result.output
+    rows = {r["instance_id"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+    assert rows["owner__calc-1"]["status"] == "resolved"
+    assert rows["ghost__repo-1"]["status"] == "infra_error"
+    assert "ghost/repo: no such repository" in rows["ghost__repo-1"]["error"]
+    assert rows["owner__calc-2"]["status"] == "patch_failed"
+    assert "does not apply" in rows["owner__calc-2"]["error"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["total"] == 3 and summary["resolved"] == 1
+    assert summary["counts"]["infra_error"] == 1 and summary["counts"]["patch_failed"] == 1
+    assert summary["record_errors"][0].startswith("suite.jsonl:2")
+    preds = json.loads((out / "preds.json").read_text())
+    assert {p["instance_id"] for p in preds} == set(rows)
+    assert all(set(p) == {"instance_id", "model_name_or_path", "model_patch"} for p in preds)
+    assert "+    if value > high:" in next(p for p in preds if p["instance_id"] == "owner__calc-1")["model_patch"]
+    assert (out / "trajectories" / "owner__calc-1.json").exists()
+
+
+def test_empty_policy_resolves_nothing_and_a_rerun_resumes(tmp_path):
+    out = tmp_path / "run"
+    assert _run(tmp_path, "empty", out).exit_code == 0
+    first = (out / "results.jsonl").read_text()
+    assert json.loads((out / "summary.json").read_text())["resolved"] == 0
+    again = _run(tmp_path, "empty", out)
+    assert again.exit_code == 0
+    assert (out / "results.jsonl").read_text() == first  # nothing ran twice
+
+
+def test_unknown_suite_and_policy_are_clear_errors(tmp_path):
+    r = CliRunner().invoke(app, ["eval", "--suite", str(tmp_path / "nope.jsonl")])
+    assert r.exit_code == 2 and "no such suite file" in r.output
+    r = CliRunner().invoke(app, ["eval", "--suite", "demo", "--policy", "psychic"])
+    assert r.exit_code == 2 and "unknown policy 'psychic'" in r.output

@@ -1,0 +1,40 @@
+"""The contracts: SWE-bench field names, JSON-encoded test lists, unknown fields kept."""
+
+import json
+
+import pytest
+from pydantic import ValidationError
+from typer.testing import CliRunner
+
+from swedojo.cli import app
+from swedojo.schema import ALL_SCHEMAS, TaskInstance
+
+
+def test_test_lists_accept_json_strings_and_lists():
+    a = TaskInstance(instance_id="x", repo="o/n", base_commit="abc", FAIL_TO_PASS='["t::a", "t::b"]', PASS_TO_PASS="[]")
+    b = TaskInstance(instance_id="x", repo="o/n", base_commit="abc", FAIL_TO_PASS=["t::a", "t::b"])
+    assert a.FAIL_TO_PASS == b.FAIL_TO_PASS == ["t::a", "t::b"]
+    assert a.PASS_TO_PASS == []
+
+
+def test_unknown_fields_are_kept_and_written_back():
+    record = {"instance_id": "x", "repo": "o/n", "base_commit": "abc", "difficulty": "<15 min", "image": "img:1",
+              "FAIL_TO_PASS": '["t::a"]'}
+    inst = TaskInstance.model_validate(record)
+    out = inst.to_swebench()
+    assert out["difficulty"] == "<15 min" and out["image"] == "img:1"
+    assert out["FAIL_TO_PASS"] == '["t::a"]'
+    assert TaskInstance.model_validate(out) == inst
+
+
+def test_bad_test_list_is_rejected():
+    with pytest.raises(ValidationError, match="FAIL_TO_PASS"):
+        TaskInstance(instance_id="x", repo="o/n", base_commit="abc", FAIL_TO_PASS='{"a": 1}')
+
+
+def test_dojo_schema_prints_every_contract():
+    result = CliRunner().invoke(app, ["schema"])
+    assert result.exit_code == 0, result.output
+    schemas = json.loads(result.output)
+    assert set(schemas) == set(ALL_SCHEMAS)
+    assert "FAIL_TO_PASS" in schemas["TaskInstance"]["properties"]
