@@ -11,9 +11,11 @@ from rich.console import Console
 from rich.table import Table
 
 from swedojo.schema import ALL_SCHEMAS
+from swedojo.tools.cli import tools_command
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="swedojo: SWE environments, agents, rewards and RL data.")
 console = Console()
+app.command("tools")(tools_command)
 
 
 @app.callback()

@@ -1,0 +1,68 @@
+"""`run_tests`: named tests through the environment's own test command and log parser.
+
+The model sees per-test statuses (what the grader will see) and the tail of the log.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections import Counter
+
+from pydantic import Field
+
+from swedojo.repolaunch.parsers import UnknownParserError, parse_log
+from swedojo.sandboxes.base import Sandbox
+from swedojo.schema import TestStatus
+from swedojo.tools.base import Tool, ToolContext, ToolParams, ToolResult, error
+
+LOG_TAIL_BYTES = 3_000
+MAX_LISTED = 50
+
+
+class RunTestsParams(ToolParams):
+    tests: list[str] = Field(default_factory=list)
+    """Test ids to run, as the test framework names them (e.g. `tests/test_a.py::test_b`); empty runs the whole suite."""
+
+
+def _tail(log: str, limit: int) -> str:
+    data = log.encode("utf-8", errors="replace")
+    if len(data) <= limit:
+        return log
+    return "[... start of log cut ...]\n" + data[-limit:].decode("utf-8", errors="replace")
+
+
+class RunTestsTool(Tool[RunTestsParams]):
+    """Run tests with the repository's test command and report the status of each test."""
+
+    name = "run_tests"
+    returns = (
+        "Counts per status, the tests that did not pass, requested tests missing from the log, and the log's tail."
+    )
+    params = RunTestsParams
+
+    def run(self, sandbox: Sandbox, params: RunTestsParams, ctx: ToolContext) -> ToolResult:
+        if ctx.env is None:
+            return error("No test command is configured for this environment; run the tests with bash.")
+        exports = "".join(f"export {k}={shlex.quote(v)}; " for k, v in sorted(ctx.env.env_vars.items()))
+        command = " ".join([ctx.env.test_command, *map(shlex.quote, params.tests)])
+        result = sandbox.exec(f"({exports}cd {shlex.quote(sandbox.workdir)} && {command})", timeout=ctx.test_timeout_s)
+        try:
+            statuses = parse_log(ctx.env.log_parser, result.output)
+        except UnknownParserError as exc:
+            return error(f"Cannot read the test log: {exc}")
+        counts = Counter(s.value for s in statuses.values())
+        lines = [f"$ {command}"]
+        if result.timed_out:
+            lines.append(f"[timed out after {result.duration_s:.0f}s]")
+        else:
+            lines.append(f"[exit code: {result.exit_code}]")
+        lines.append(", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "No test results found in the log.")
+        bad = sorted(t for t, s in statuses.items() if not s.counts_as_pass and s != TestStatus.SKIPPED)
+        lines += [f"{statuses[t].value} {t}" for t in bad[:MAX_LISTED]]
+        if len(bad) > MAX_LISTED:
+            lines.append(f"[{len(bad) - MAX_LISTED} more tests did not pass]")
+        missing = [t for t in params.tests if t not in statuses]
+        if missing:
+            lines.append(f"Not found in the log (counted as failed; check the ids): {', '.join(missing[:MAX_LISTED])}")
+        lines.append(f"--- log tail ---\n{_tail(result.output, LOG_TAIL_BYTES)}")
+        return ToolResult(output="\n".join(lines), is_error=result.timed_out, timed_out=result.timed_out)
