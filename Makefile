@@ -20,6 +20,7 @@ install: $(STAMP)
 
 # Start a Docker Engine where none answers, and build the locally made base image (cached by tag).
 docker-up:
+	bash scripts/system_deps.sh
 	bash scripts/ensure_docker.sh
 
 demo: $(STAMP)

@@ -11,11 +11,20 @@ from rich.console import Console
 from rich.table import Table
 
 from swedojo.schema import ALL_SCHEMAS
+from swedojo.datasets.gen.cli import gen_command
+from swedojo.repolaunch.cli import launch_command
+from swedojo.rewards.cli import export_command, mismatch_command
+from swedojo.sandboxes.cli import sandbox_app
 from swedojo.tools.cli import tools_command
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="swedojo: SWE environments, agents, rewards and RL data.")
-console = Console()
+console = Console(soft_wrap=True)
 app.command("tools")(tools_command)
+app.command("export")(export_command)
+app.command("mismatch")(mismatch_command)
+app.command("gen")(gen_command)
+app.command("launch")(launch_command)
+app.add_typer(sandbox_app, name="sandbox")
 
 
 @app.callback()
@@ -32,6 +41,19 @@ def schema(name: str = typer.Argument("", help="One model name; all when empty."
     typer.echo(json.dumps({k: m.model_json_schema() for k, m in models.items()}, indent=2))
 
 
+def _load_model(spec: str):
+    from swedojo.agent.backends import load_backend
+
+    console.print(f"loading model {spec} ...")
+    return load_backend(spec)
+
+
+def _agent_config(max_steps: int):
+    from swedojo.agent.loop import AgentConfig, LoopLimits
+
+    return AgentConfig(limits=LoopLimits(max_steps=max_steps))
+
+
 def _default_run_dir() -> Path:
     return Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S")
 
@@ -43,7 +65,7 @@ def _print_summary(summary, out: Path) -> None:
     for status, count in summary.counts.items():
         if count:
             table.add_row(status, str(count))
-    table.add_row("[bold]resolved[/bold]", f"[bold]{summary.resolved}/{summary.total} ({summary.resolved_rate:.0%})[/bold]")
+    table.add_row("[bold]resolved rate[/bold]", f"[bold]{summary.resolved}/{summary.total} ({summary.resolved_rate:.0%})[/bold]")
     console.print(table)
     console.print(f"results: {out}/results.jsonl  summary: {out}/summary.json  preds: {out}/preds.json")
 
@@ -57,16 +79,27 @@ def eval_command(
     mirror: Path = typer.Option(None, help="Directory of local repos as owner/name[.git], for offline use."),
     workers: int = typer.Option(1, help="Instances evaluated at once."),
     instance: list[str] = typer.Option(None, help="Only these instance ids (repeatable)."),
+    rewards: str = typer.Option("tiers", help="tiers: score every reward tier (gated); resolved: SWE-bench grading only (faster)."),
+    model: str = typer.Option(None, help="For --policy model: checkpoint dir, http(s) URL, tiny:ARCH or scripted:FILE."),
+    trajectories: Path = typer.Option(None, help="For --policy replay: a run's trajectories/ directory."),
+    max_steps: int = typer.Option(40, help="For --policy model: assistant turns before the run stops."),
+    launch: bool = typer.Option(None, "--launch/--no-launch", help="Build each (repo, setup commit)'s environment "
+                                "with RepoLaunch, cached (default: on, except for bundled suites, which need none)."),
 ) -> None:
     """Evaluate a policy on a bench suite: per-instance results, summary, sb-cli predictions."""
     from swedojo.agent.policies import make_policy
     from swedojo.datasets.io import SuiteFormatError
-    from swedojo.datasets.registry import load_suite
+    from swedojo.datasets.registry import SUITES, load_suite
     from swedojo.evaluate import evaluate
+    from swedojo.rewards.compose import RewardConfig
     from swedojo.rollout import EnvironmentResolver
 
     try:
-        make_policy(policy)
+        if rewards not in ("tiers", "resolved"):
+            raise ValueError(f"unknown --rewards {rewards!r}; choose tiers or resolved")
+        model_backend = _load_model(model) if policy == "model" and model else None
+        agent = _agent_config(max_steps)
+        make_policy(policy, model_backend, trajectories, agent)
         loaded_suite = load_suite(suite, mirror)
     except (SuiteFormatError, ValueError) as exc:
         console.print(f"[red]error:[/red] {exc}")
@@ -84,8 +117,11 @@ def eval_command(
         why = f"  {result.error}" if result.error else ""
         console.print(f"  {result.instance_id}: {mark} ({result.duration_s:.1f}s){why}")
 
-    resolver = EnvironmentResolver(backend=backend, mirror=loaded_suite.mirror)
-    summary = evaluate(instances, lambda: make_policy(policy), resolver, out, suite, loaded_suite.loaded.errors, workers, show)
+    launching = launch if launch is not None else suite not in SUITES
+    resolver = EnvironmentResolver(backend=backend, mirror=loaded_suite.mirror, launch=launching,
+                                   launch_dir=out / "environments")
+    reward_config = RewardConfig() if rewards == "tiers" else None
+    summary = evaluate(instances, lambda: make_policy(policy, model_backend, trajectories, agent), resolver, out, suite, loaded_suite.loaded.errors, workers, show, reward_config)
     _print_summary(summary, out)
 
 
@@ -95,6 +131,7 @@ def demo(out: Path = typer.Option(None, help="Run directory (default runs/demo-<
     from swedojo.agent.policies import make_policy
     from swedojo.datasets.registry import load_suite
     from swedojo.evaluate import evaluate
+    from swedojo.rewards.compose import RewardConfig
     from swedojo.rollout import EnvironmentResolver
 
     root = out or Path("runs") / f"demo-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
@@ -107,9 +144,39 @@ def demo(out: Path = typer.Option(None, help="Run directory (default runs/demo-<
     for step, name in ((2, "gold"), (3, "empty")):
         what = "applies each task's reference fix" if name == "gold" else "submits no change"
         console.print(f"{step}. policy [bold]{name}[/bold] {what}; each patch is graded in a fresh local sandbox")
-        summary = evaluate(suite.loaded.instances, lambda: make_policy(name), resolver, root / name, "demo")
+        summary = evaluate(suite.loaded.instances, lambda: make_policy(name), resolver, root / name, "demo", rewards=RewardConfig())
         _print_summary(summary, root / name)
     console.print(f"done: gold should resolve every task and empty none. Everything is under {root}")
+
+
+@app.command("run")
+def run_command(
+    repo: str = typer.Option(..., help="Repository: a local path or a git URL."),
+    issue: str = typer.Option(..., help="The issue: a text/markdown file, or a GitHub issue URL (needs network)."),
+    model: str = typer.Option("tiny:glm_moe_dsa", help="Checkpoint dir, http(s) URL, tiny:ARCH or scripted:FILE."),
+    commit: str = typer.Option("", help="Commit to start from (default: HEAD)."),
+    backend: str = typer.Option("local", help="Sandbox backend: local or docker."),
+    out: Path = typer.Option(None, help="Output directory (default runs/run-<timestamp>)."),
+    max_steps: int = typer.Option(20, help="Assistant turns before the run stops."),
+) -> None:
+    """Run the agent on one issue: writes the patch, the trajectory and a format/static reward report."""
+    from swedojo.agent.backends import BackendError
+    from swedojo.repos import CommitNotFoundError, RepoNotFoundError
+    from swedojo.rollout import IssueError, read_issue, run_issue
+
+    out = out or Path("runs") / f"run-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    try:
+        text = read_issue(issue)
+        result = run_issue(repo, text, _load_model(model), out, commit=commit, backend=backend, agent=_agent_config(max_steps))
+    except (IssueError, BackendError, RepoNotFoundError, CommitNotFoundError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    trajectory = result.trajectory
+    console.print(f"exit status: [bold]{trajectory.exit_status.value}[/bold] after {len(trajectory.steps)} steps"
+                  + (f" ({trajectory.error})" if trajectory.error else ""))
+    sampled = sum(len(s.response_token_ids) for s in trajectory.steps)
+    console.print(f"tokens sampled: {sampled}; patch: {len(trajectory.patch.splitlines())} lines; reward {result.report.reward:.2f}")
+    console.print(f"patch: {out}/patch.diff  trajectory: {out}/trajectory.json  report: {out}/report.json")
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from swedojo.agent.policies import Policy
 from swedojo.datasets.io import RecordError
+from swedojo.rewards.compose import RewardConfig
 from swedojo.rollout import EnvironmentResolver, InstanceResult, run_instance
 from swedojo.schema import EvalStatus, TaskInstance
 
@@ -61,8 +62,12 @@ def evaluate(
     record_errors: list[RecordError] | None = None,
     workers: int = 1,
     on_result: Callable[[InstanceResult], None] | None = None,
+    rewards: RewardConfig | None = None,
 ) -> Summary:
-    """Evaluate every instance not already in `out/results.jsonl` and write the run's files."""
+    """Evaluate every instance not already in `out/results.jsonl` and write the run's files.
+
+    With `rewards`, every instance is also scored on the reward tiers (three test runs instead of one).
+    """
     out.mkdir(parents=True, exist_ok=True)
     results_path = out / "results.jsonl"
     done = _read_results(results_path)
@@ -71,7 +76,7 @@ def evaluate(
     policy_name = policy_factory().name
 
     def work(instance: TaskInstance) -> None:
-        result = run_instance(instance, resolver, policy_factory(), out / "trajectories")
+        result = run_instance(instance, resolver, policy_factory(), out / "trajectories", rewards)
         with lock:
             with results_path.open("a", encoding="utf-8") as fh:
                 fh.write(result.model_dump_json() + "\n")

@@ -5,14 +5,26 @@
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import tempfile
+import threading
 import time
+import urllib.request
 from pathlib import Path
+from typing import Callable
 
-from pydantic import BaseModel
+import git
+from pydantic import BaseModel, PrivateAttr
 
-from swedojo.agent.policies import Policy
+from swedojo.agent.policies import Policy, RunContext
+from swedojo.repolaunch.errors import LaunchError
 from swedojo.repos import resolve_repo
-from swedojo.rewards.grading import grade
+from swedojo.rewards.compose import RewardConfig, TierWeights, compose
+from swedojo.rewards.grading import PatchApplyError, apply_patch, grade
+from swedojo.rewards.tiers import format_tier, skipped_tier, static_tier
+from swedojo.rewards.score import score
 from swedojo.sandboxes.base import SandboxConfig
 from swedojo.sandboxes.environment import Environment, default_python_env
 from swedojo.schema import EvalStatus, ExitStatus, RewardReport, TaskInstance, Trajectory
@@ -50,10 +62,42 @@ class EnvironmentResolver(BaseModel):
     """Local mirror of repos as owner/name."""
     config: SandboxConfig = SandboxConfig()
     """Sandbox limits."""
+    launch: bool = False
+    """Launch an environment with RepoLaunch per (repo, environment_setup_commit or base_commit), so
+    suites from elsewhere need no hand-written specs; off: the plain pytest environment, enough for
+    pure-stdlib repos like the bundled demo suite."""
+    launch_dir: Path | None = None
+    """Where each launch writes its EnvSpec and build log (default: a directory under the temp dir)."""
+    _launched: dict[tuple[str, str], Environment | LaunchError] = PrivateAttr(default_factory=dict)
+    _locks: dict[tuple[str, str], threading.Lock] = PrivateAttr(default_factory=dict)
+    _guard: threading.Lock = PrivateAttr(default_factory=threading.Lock)
 
     def resolve(self, instance: TaskInstance) -> Environment:
+        """The instance's environment; a failed launch raises its `LaunchError` (stage named) every time."""
         source = resolve_repo(instance.repo, self.mirror)
-        return default_python_env(instance.repo, instance.setup_commit, source, self.backend, self.config)
+        if not self.launch:
+            return default_python_env(instance.repo, instance.setup_commit, source, self.backend, self.config)
+        key = (instance.repo, instance.setup_commit)
+        with self._guard:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:  # one launch per key; instances of other keys launch meanwhile
+            if key not in self._launched:
+                self._launched[key] = self._launch(instance.repo, instance.setup_commit, source)
+            found = self._launched[key]
+        if isinstance(found, LaunchError):
+            raise type(found)(found.message, found.log_path)
+        return found
+
+    def _launch(self, repo: str, commit: str, source: Path) -> Environment | LaunchError:
+        from swedojo.repolaunch.launch import environment, launch
+
+        root = self.launch_dir or Path(tempfile.gettempdir()) / "swedojo-launches"
+        out = root / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', repo).strip('_')[-60:]}-{commit[:12]}"
+        try:
+            spec = launch(repo, out, commit=commit, backend=self.backend, mirror=self.mirror)
+        except LaunchError as exc:
+            return exc
+        return environment(spec, source, self.config)
 
 
 def _infra_result(instance: TaskInstance, policy: Policy, error: str, start: float) -> InstanceResult:
@@ -64,29 +108,128 @@ def _infra_result(instance: TaskInstance, policy: Policy, error: str, start: flo
     )
 
 
-def run_instance(instance: TaskInstance, resolver: EnvironmentResolver, policy: Policy, traj_dir: Path | None = None) -> InstanceResult:
-    """Run `policy` on `instance` and grade its patch in a fresh sandbox. Never raises."""
+def _checkpointer(traj_dir: Path | None, instance_id: str) -> Callable[[Trajectory], None]:
+    """Write the trajectory atomically (temp file + rename): a kill never leaves half a file."""
+
+    def save(trajectory: Trajectory) -> None:
+        if traj_dir is None:
+            return
+        traj_dir.mkdir(parents=True, exist_ok=True)
+        tmp = traj_dir / f".{instance_id}.json.tmp"
+        tmp.write_text(trajectory.model_dump_json(indent=1))
+        os.replace(tmp, traj_dir / f"{instance_id}.json")
+
+    return save
+
+
+def run_instance(
+    instance: TaskInstance,
+    resolver: EnvironmentResolver,
+    policy: Policy,
+    traj_dir: Path | None = None,
+    rewards: RewardConfig | None = None,
+) -> InstanceResult:
+    """Run `policy` on `instance`, then grade (and, with `rewards`, score every tier) in a fresh sandbox. Never raises."""
     start = time.monotonic()
     try:
         env = resolver.resolve(instance)
         sandbox = env.open(instance.base_commit)
     except Exception as exc:
         return _infra_result(instance, policy, f"environment: {exc}".splitlines()[0], start)
+    run = RunContext(spec=env.spec, checkpoint=_checkpointer(traj_dir, instance.instance_id))
     try:
-        trajectory = policy.solve(instance, sandbox)
+        trajectory = policy.solve(instance, sandbox, run)
     except Exception as exc:
         trajectory = Trajectory(instance_id=instance.instance_id, policy=policy.name,
                                 exit_status=ExitStatus.INFRA_ERROR, error=f"{type(exc).__name__}: {exc}")
     finally:
         sandbox.close()
-    if traj_dir is not None:
-        traj_dir.mkdir(parents=True, exist_ok=True)
-        (traj_dir / f"{instance.instance_id}.json").write_text(trajectory.model_dump_json(indent=1))
+    run.checkpoint(trajectory)
     if trajectory.exit_status == ExitStatus.INFRA_ERROR:
         return _infra_result(instance, policy, f"policy: {trajectory.error}".splitlines()[0], start)
-    report = grade(env, instance, trajectory.patch)
+    report = score(env, instance, trajectory, rewards) if rewards else grade(env, instance, trajectory.patch)
     return InstanceResult(
         instance_id=instance.instance_id, policy=policy.name, status=report.status, resolved=report.resolved,
         exit_status=trajectory.exit_status, error=report.error, patch=trajectory.patch, report=report,
         duration_s=time.monotonic() - start,
     )
+
+
+class IssueError(ValueError):
+    """The issue text could not be read."""
+
+
+def read_issue(issue: str) -> str:
+    """Issue text from a file, or from the GitHub API for an issue URL (where the network allows)."""
+    match = re.match(r"https?://github\.com/([^/]+)/([^/]+)/issues/(\d+)", issue)
+    if match:
+        owner, name, number = match.groups()
+        url = f"https://api.github.com/repos/{owner}/{name}/issues/{number}"
+        try:
+            with urllib.request.urlopen(url, timeout=20) as response:
+                data = json.load(response)
+        except (OSError, ValueError) as exc:
+            raise IssueError(f"{issue}: could not fetch the issue ({exc}); save its text to a file and pass that") from exc
+        return f"{data.get('title', '')}\n\n{data.get('body') or ''}".strip()
+    path = Path(issue)
+    if not path.is_file():
+        raise IssueError(f"{issue}: no such issue file (or GitHub issue URL)")
+    return path.read_text(encoding="utf-8")
+
+
+class IssueRun(BaseModel):
+    """What `dojo run` produced."""
+
+    trajectory: Trajectory
+    """The agent's run."""
+    report: RewardReport
+    """Format and static tiers (no tests are known for a raw issue)."""
+
+
+ISSUE_REWARD = RewardConfig(weights=TierWeights(format=1.0, static=1.0, tests=0.0, verification=0.0))
+"""A raw issue has no known tests: the reward covers format and static checks only."""
+
+
+def run_issue(repo: str, text: str, model: object, out: Path, *, commit: str = "", backend: str = "local",
+              agent: object | None = None, mirror: Path | None = None) -> IssueRun:
+    """`dojo run`: the model policy on one issue (its text) of one repo; patch, trajectory and report into `out`."""
+    from swedojo.agent.policies import make_policy
+
+    source = resolve_repo(repo, mirror)
+    try:
+        sha = git.Repo(source).commit(commit or "HEAD").hexsha
+    except (git.BadName, ValueError) as exc:
+        raise IssueError(f"{repo}: no commit {commit or 'HEAD'!r}") from exc
+    name = source.name.removesuffix(".git")
+    instance = TaskInstance(instance_id=f"{name}-{sha[:8]}", repo=str(source), base_commit=sha, problem_statement=text)
+    resolver = EnvironmentResolver(backend=backend, mirror=mirror)
+    env = resolver.resolve(instance)
+    out.mkdir(parents=True, exist_ok=True)
+    save = _checkpointer(out, "trajectory")
+    policy = make_policy("model", model, agent=agent)
+    with env.open(instance.base_commit) as sandbox:
+        trajectory = policy.solve(instance, sandbox, RunContext(spec=env.spec, checkpoint=save))
+    save(trajectory)
+    (out / "patch.diff").write_text(trajectory.patch, encoding="utf-8")
+    report = _format_and_static(env, instance, trajectory)
+    (out / "report.json").write_text(report.model_dump_json(indent=1), encoding="utf-8")
+    return IssueRun(trajectory=trajectory, report=report)
+
+
+def _format_and_static(env: Environment, instance: TaskInstance, trajectory: Trajectory) -> RewardReport:
+    """Tiers 0 and 1 in a fresh sandbox: does the patch apply, and do the changed files compile."""
+    report = RewardReport(instance_id=instance.instance_id, status=EvalStatus.UNRESOLVED)
+    with env.open(instance.base_commit) as sandbox:
+        if not trajectory.patch.strip():
+            report.status = EvalStatus.EMPTY_PATCH
+            tiers = [format_tier(trajectory, report), skipped_tier(1, "empty patch")]
+        else:
+            try:
+                apply_patch(sandbox, trajectory.patch, "patch")
+                tiers = [format_tier(trajectory, report), static_tier(sandbox, env, instance, trajectory.patch)]
+            except PatchApplyError as exc:
+                report.status, report.error = EvalStatus.PATCH_FAILED, str(exc)
+                tiers = [format_tier(trajectory, report), skipped_tier(1, "patch does not apply")]
+    report.tiers = tiers
+    report.reward = compose(tiers, False, ISSUE_REWARD)
+    return report

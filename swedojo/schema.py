@@ -115,6 +115,14 @@ class EnvSpec(BaseModel):
     """Where the repository lives inside the environment."""
     install_commands: list[str] = Field(default_factory=list)
     """Plain shell steps that install the project and its dependencies."""
+    toolchain_commands: list[str] = Field(default_factory=list)
+    """Runtime layer: steps run as root on `base_image` (system packages, interpreter, pinned pip);
+    empty for the local backend, which uses the host's runtime."""
+    rebuild_commands: list[str] = Field(default_factory=list)
+    """Repo layer: steps run in the work tree of every fresh sandbox (install or build the project
+    at the sandbox's commit on top of the dependency layer)."""
+    layers: dict[str, str] = Field(default_factory=dict)
+    """Image tag of each docker layer in build order (base, runtime, deps, repo); `image` is the last."""
     test_command: str = "python -m pytest -rA -p no:cacheprovider"
     """Command that runs tests; test ids are appended to it."""
     log_parser: str = "pytest"

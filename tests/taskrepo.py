@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import subprocess
 from pathlib import Path
 
@@ -82,3 +83,9 @@ def make_task_repo(root: Path, name: str = "calc") -> tuple[Path, TaskInstance]:
         PASS_TO_PASS=["test_calc.py::test_add", "test_calc.py::test_clamp_low"],
     )
     return root, task
+
+
+def source_patch(path: str, before: str, after: str) -> str:
+    """A git-style diff that turns `before` into `after` in `path`, for crafting candidate patches."""
+    hunks = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True), f"a/{path}", f"b/{path}")
+    return f"diff --git a/{path} b/{path}\n" + "".join(hunks)

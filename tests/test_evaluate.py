@@ -22,7 +22,8 @@ def _suite(tmp_path):
 
 def _run(tmp_path, policy, out):
     mirror, path = _suite(tmp_path) if not (tmp_path / "suite.jsonl").exists() else (tmp_path / "mirror", tmp_path / "suite.jsonl")
-    return CliRunner().invoke(app, ["eval", "--suite", str(path), "--policy", policy, "--mirror", str(mirror), "--out", str(out)])
+    # --no-launch: the plain pytest environment; RepoLaunch's own tests cover launched environments
+    return CliRunner().invoke(app, ["eval", "--suite", str(path), "--policy", policy, "--mirror", str(mirror), "--out", str(out), "--no-launch"])
 
 
 def test_gold_eval_isolates_each_bad_instance(tmp_path):

@@ -2,12 +2,32 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Protocol
+from pathlib import Path
+from typing import Callable, Protocol
 
 from swedojo.rewards.grading import PatchApplyError, apply_patch
 from swedojo.sandboxes.base import Sandbox
-from swedojo.schema import ExitStatus, Step, TaskInstance, ToolCall, Trajectory
+from swedojo.schema import EnvSpec, ExitStatus, Step, TaskInstance, ToolCall, Trajectory
+
+
+def _no_checkpoint(trajectory: Trajectory) -> None:
+    return None
+
+
+@dataclass
+class RunContext:
+    """What the rollout hands a policy besides the task and the sandbox."""
+
+    spec: EnvSpec | None = None
+    """The environment (test command and log parser for `run_tests` and verification)."""
+    checkpoint: Callable[[Trajectory], None] = _no_checkpoint
+    """Called after every step, so a killed run leaves its trajectory so far on disk."""
+    group_id: str = ""
+    """Rollouts of one task in one batch share it."""
+    extra: dict[str, str] = field(default_factory=dict)
+    """Free-form labels recorded by the caller."""
 
 
 class Policy(Protocol):
@@ -15,7 +35,7 @@ class Policy(Protocol):
 
     name: str
 
-    def solve(self, instance: TaskInstance, sandbox: Sandbox) -> Trajectory:
+    def solve(self, instance: TaskInstance, sandbox: Sandbox, run: RunContext | None = None) -> Trajectory:
         """Act on `sandbox` until done; never raises for agent mistakes."""
         ...
 
@@ -32,7 +52,7 @@ class GoldPolicy:
 
     name = "gold"
 
-    def solve(self, instance: TaskInstance, sandbox: Sandbox) -> Trajectory:
+    def solve(self, instance: TaskInstance, sandbox: Sandbox, run: RunContext | None = None) -> Trajectory:
         trajectory = Trajectory(instance_id=instance.instance_id, policy=self.name)
         step = Step(index=0, phase="submit", tool_calls=[ToolCall(name="apply_patch", arguments={"patch": instance.patch})])
         trajectory.steps.append(step)
@@ -52,20 +72,72 @@ class EmptyPolicy:
 
     name = "empty"
 
-    def solve(self, instance: TaskInstance, sandbox: Sandbox) -> Trajectory:
+    def solve(self, instance: TaskInstance, sandbox: Sandbox, run: RunContext | None = None) -> Trajectory:
         return _finish(Trajectory(instance_id=instance.instance_id, policy=self.name), sandbox, ExitStatus.SUBMITTED)
 
 
-POLICIES: dict[str, type] = {"gold": GoldPolicy, "empty": EmptyPolicy}
+class ReplayPolicy:
+    """Re-executes a recorded trajectory's tool calls in a fresh sandbox, refusing other tools.
+
+    Replaying reproduces a run's patch exactly without a model, and shows whether the recorded
+    actions still hold on this environment.
+    """
+
+    name = "replay"
+
+    def __init__(self, trajectories: Path, tool_set: str = "swe") -> None:
+        self.trajectories = trajectories
+        self.tool_set = tool_set
+
+    def solve(self, instance: TaskInstance, sandbox: Sandbox, run: RunContext | None = None) -> Trajectory:
+        from swedojo.tools.base import ToolContext
+        from swedojo.tools.registry import ToolSetConfig
+
+        path = self.trajectories / f"{instance.instance_id}.json"
+        if not path.is_file():
+            raise ReplayNotFoundError(f"{instance.instance_id}: no recorded trajectory at {path}")
+        recorded = Trajectory.model_validate_json(path.read_text(encoding="utf-8"))
+        registry = ToolSetConfig().build(self.tool_set)
+        registry.check_replay(recorded.tool_fingerprints)
+        trajectory = recorded.model_copy(update={"policy": self.name, "steps": [], "patch": ""})
+        ctx = ToolContext(env=run.spec if run else None)
+        status = ExitStatus.LIMIT_STEPS
+        for step in recorded.steps:
+            results = [registry.dispatch(call, sandbox, ctx) for call in step.tool_calls]
+            trajectory.steps.append(step.model_copy(update={"observation": "\n".join(r.output for r in results)}))
+            if run:
+                run.checkpoint(trajectory)
+            if any(r.submitted for r in results):
+                status = ExitStatus.SUBMITTED
+                break
+        return _finish(trajectory, sandbox, status)
+
+
+class ReplayNotFoundError(FileNotFoundError):
+    """The replay directory has no trajectory for this instance."""
+
+
+POLICY_NAMES = ("gold", "empty", "model", "replay")
 
 
 class UnknownPolicyError(ValueError):
-    """No policy by that name."""
+    """No policy by that name, or one that lacks what it needs."""
 
 
-def make_policy(name: str) -> Policy:
-    """Build a policy by name."""
-    try:
-        return POLICIES[name]()
-    except KeyError:
-        raise UnknownPolicyError(f"unknown policy {name!r}; choose one of {', '.join(POLICIES)}") from None
+def make_policy(name: str, model: object | None = None, trajectories: Path | None = None, agent: object | None = None) -> Policy:
+    """Build a policy by name; `model` is a ModelBackend for `model`, `trajectories` a directory for `replay`."""
+    if name == "gold":
+        return GoldPolicy()
+    if name == "empty":
+        return EmptyPolicy()
+    if name == "model":
+        if model is None:
+            raise UnknownPolicyError("policy 'model' needs --model (a checkpoint dir, an http(s) URL, tiny:ARCH or scripted:FILE)")
+        from swedojo.agent.loop import ModelPolicy
+
+        return ModelPolicy(model, agent)  # type: ignore[arg-type]
+    if name == "replay":
+        if trajectories is None:
+            raise UnknownPolicyError("policy 'replay' needs --trajectories DIR (a run's trajectories/ directory)")
+        return ReplayPolicy(trajectories)
+    raise UnknownPolicyError(f"unknown policy {name!r}; choose one of {', '.join(POLICY_NAMES)}")

@@ -31,8 +31,14 @@ SUITES: dict[str, Callable[[], Suite]] = {"demo": _demo}
 
 
 def load_suite(name_or_path: str, mirror: Path | None = None) -> Suite:
-    """Load a registered suite by name, or a suite file by path; `mirror` overrides where repos live."""
+    """Load a registered suite by name, or a suite file by path; `mirror` overrides where repos live.
+
+    Without `mirror`, a `repos/` directory next to a suite file is where its repos are.
+    """
     if name_or_path in SUITES:
         suite = SUITES[name_or_path]()
         return suite if mirror is None else suite.model_copy(update={"mirror": mirror})
-    return Suite(name=name_or_path, loaded=load_suite_file(Path(name_or_path)), mirror=mirror)
+    path = Path(name_or_path)
+    if mirror is None and (path.parent / "repos").is_dir():
+        mirror = path.parent / "repos"  # `dojo gen --out DIR` writes DIR/suite.jsonl next to DIR/repos
+    return Suite(name=name_or_path, loaded=load_suite_file(path), mirror=mirror)

@@ -17,7 +17,7 @@ import time
 from swedojo.repolaunch.parsers import parse_log
 from swedojo.sandboxes.base import Sandbox
 from swedojo.sandboxes.environment import Environment
-from swedojo.schema import EvalStatus, RewardReport, TaskInstance, TestStatus
+from swedojo.schema import EnvSpec, EvalStatus, RewardReport, TaskInstance, TestStatus
 
 TEST_TIMEOUT_S = 900.0
 _DIFF_FILE = re.compile(r"^diff --git a/(\S+) b/(\S+)", re.MULTILINE)
@@ -66,9 +66,17 @@ def apply_patch(sandbox: Sandbox, patch: str, what: str = "patch") -> str:
     raise PatchApplyError(f"{what} does not apply: {last}")
 
 
-def test_command(env: Environment, tests: list[str]) -> str:
+def restore_files(sandbox: Sandbox, commit: str, files: list[str]) -> None:
+    """Put `files` back as they are at `commit`; those that do not exist there are removed."""
+    for f in files:
+        path, ref = shlex.quote(f), shlex.quote(f"{commit}:{f}")
+        restore = f"git checkout -q {shlex.quote(commit)} -- {path}"
+        sandbox.exec(f"if git cat-file -e {ref} 2>/dev/null; then {restore}; else rm -f {path}; fi")
+
+
+def test_command(spec: EnvSpec, tests: list[str]) -> str:
     """The environment's test command with the given test ids appended, each quoted."""
-    return " ".join([env.spec.test_command, *(shlex.quote(t) for t in tests)])
+    return " ".join([spec.test_command, *(shlex.quote(t) for t in tests)])
 
 
 def grade_in_sandbox(sandbox: Sandbox, env: Environment, instance: TaskInstance, candidate: str) -> RewardReport:
@@ -85,15 +93,14 @@ def grade_in_sandbox(sandbox: Sandbox, env: Environment, instance: TaskInstance,
     test_files = patch_files(instance.test_patch)
     if test_files:
         # The candidate may have edited the tests: restore them to the base before the test patch.
-        quoted = " ".join(shlex.quote(f) for f in test_files)
-        sandbox.exec(f"git checkout -q {shlex.quote(instance.base_commit)} -- {quoted} 2>/dev/null; true")
+        restore_files(sandbox, instance.base_commit, test_files)
         try:
             apply_patch(sandbox, instance.test_patch, "test patch")
         except PatchApplyError as exc:
             report.status, report.error = EvalStatus.INFRA_ERROR, f"task is broken: {exc}"
             return report
     tests = list(dict.fromkeys(instance.FAIL_TO_PASS + instance.PASS_TO_PASS))
-    result = sandbox.exec(test_command(env, tests), timeout=TEST_TIMEOUT_S)
+    result = sandbox.exec(test_command(env.spec, tests), timeout=TEST_TIMEOUT_S)
     statuses = parse_log(env.spec.log_parser, result.output)
     report.test_exit_code = result.exit_code
     report.log_tail = result.output[-2000:]

@@ -85,13 +85,17 @@ class Sandbox(Protocol):
         ...
 
 
-def cut_output(data: bytes, limit: int) -> tuple[str, bool]:
-    """Decode bytes for a model, keeping head and tail when over `limit` and saying what was cut."""
-    if len(data) <= limit:
+def cut_output(data: bytes, limit: int, skipped: int = 0) -> tuple[str, bool]:
+    """Decode bytes for a model, keeping head and tail when over `limit` and saying what was cut.
+
+    `skipped` counts bytes a streaming reader already left out between `data`'s head and tail
+    (they count as cut); `data` must then hold at least `limit // 2` bytes on each side of them.
+    """
+    if len(data) + skipped <= limit:
         return data.decode("utf-8", errors="replace"), False
     half = limit // 2
-    head, tail = data[:half], data[-half:]
-    cut = len(data) - len(head) - len(tail)
+    head, tail = data[:half], data[len(data) - half:]
+    cut = len(data) + skipped - len(head) - len(tail)
     note = f"\n[... {cut} bytes of output cut; first {len(head)} and last {len(tail)} bytes kept ...]\n"
     return head.decode("utf-8", errors="replace") + note + tail.decode("utf-8", errors="replace"), True
 
@@ -101,6 +105,14 @@ class Transport(Protocol):
 
     The local backend implements it over a subprocess, the docker backend over one attached
     exec socket, so the terminal logic (markers, timeouts, output caps) is written once.
+
+    Contract (see `swedojo.sandboxes.terminal`): the shell is `bash --noprofile --norc
+    --noediting -i` with stdout and stderr on one stream and no tty (a tty would echo input).
+    Interactive mode matters: on SIGINT bash abandons the current command line, builtin loops
+    included, and reads the next one. The terminal writes commands with `send`, reads with
+    `recv`. On a timeout it calls `interrupt()`, then `interrupt(force=True)` (also when the
+    shell came back, to end what the command left running) a few times if needed, and
+    `close()` if even that did not bring the shell back.
     """
 
     def send(self, data: bytes) -> None:
@@ -111,10 +123,16 @@ class Transport(Protocol):
         """Bytes from the shell's stdout/stderr; b"" if none within `timeout`; EOFError once it is gone."""
         ...
 
-    def interrupt(self) -> None:
-        """Stop the running command (SIGINT, then SIGKILL of its process group) but keep the shell."""
+    def interrupt(self, force: bool = False) -> None:
+        """Stop the running command but keep the shell.
+
+        force=False: SIGINT to the shell's process group (the shell and its foreground command).
+        force=True: SIGKILL what the current command started (the processes started since the
+        last `send`; a backend that cannot tell kills every other process of the sandbox), then
+        SIGINT to the shell. Returns once the kills are done: the terminal writes right after.
+        """
         ...
 
     def close(self) -> None:
-        """End the shell and everything it started."""
+        """End the shell and everything it started; idempotent."""
         ...

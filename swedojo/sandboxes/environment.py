@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from swedojo.sandboxes.base import Sandbox, SandboxConfig
+from swedojo.sandboxes.base import ExecResult, Sandbox, SandboxConfig, SandboxError
 from swedojo.schema import EnvSpec
 
 BACKENDS = ("local", "docker")
@@ -17,6 +18,25 @@ DEFAULT_PYTHON_IMAGE = "swedojo/python:bookworm"
 
 class UnknownBackendError(ValueError):
     """The backend name is not one of BACKENDS."""
+
+
+class PrepareError(SandboxError):
+    """A repo-layer step (`EnvSpec.rebuild_commands`) failed in a fresh sandbox."""
+
+
+def prepare(sandbox: Sandbox, spec: EnvSpec, timeout: float | None = None,
+            echo: Callable[[str, ExecResult], None] | None = None) -> None:
+    """Run the spec's repo layer in a fresh sandbox: the project built at the sandbox's commit.
+
+    Every sandbox needs it (the agent's and the grader's): its work tree is a fresh checkout.
+    """
+    for command in spec.rebuild_commands:
+        result = sandbox.exec(command, timeout=timeout)
+        if echo:
+            echo(command, result)
+        if not result.ok:
+            tail = " | ".join(result.output.strip().splitlines()[-5:])
+            raise PrepareError(f"repo layer: `{command}` exited with {result.exit_code}: {tail}")
 
 
 class Environment(BaseModel):
@@ -31,10 +51,22 @@ class Environment(BaseModel):
     config: SandboxConfig = Field(default_factory=SandboxConfig)
     """Limits for every sandbox opened from it."""
 
-    def open(self, commit: str | None = None) -> Sandbox:
-        """A new sandbox with the repo checked out at `commit` (default: the spec's commit)."""
+    def open(self, commit: str | None = None, prepared: bool = True) -> Sandbox:
+        """A new sandbox with the repo checked out at `commit` (default: the spec's commit).
+
+        `prepared`: with the spec's repo layer built in it (`prepare`); else the caller does that.
+        """
+        sandbox = self._sandbox(commit or self.spec.commit)
+        if prepared:
+            try:
+                prepare(sandbox, self.spec)
+            except BaseException:
+                sandbox.close()
+                raise
+        return sandbox
+
+    def _sandbox(self, target: str) -> Sandbox:
         config = self.config.model_copy(update={"env": {**self.spec.env_vars, **self.config.env}})
-        target = commit or self.spec.commit
         if self.backend == "local":
             from swedojo.sandboxes.local import LocalSandbox
 
@@ -53,6 +85,8 @@ def default_python_env(repo: str, commit: str, source: Path, backend: str, confi
     locally made Python image does.
     """
     spec = EnvSpec(repo=repo, commit=commit, build_system="pytest", runtime_version=f"{sys.version_info.major}.{sys.version_info.minor}")
+    # The harness's own plugins (hypothesis, timeout) are not the repo's: keep them out of its runs.
+    spec.env_vars["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     config = config or SandboxConfig()
     if backend == "docker":
         spec.image = DEFAULT_PYTHON_IMAGE

@@ -1,93 +1,369 @@
-"""The `local` backend: a clean checkout in a temp dir, commands run on the host in a subprocess."""
+"""The `local` backend: a checkout in a temp dir and a hardened persistent terminal on the host.
+
+The shell is started as
+`prlimit (rlimits) -- bwrap (namespaces, read-only host, seccomp) -- setpriv (own uid) -- bash`:
+- bubblewrap: private pid/ipc/uts namespaces, and net unless `config.network`; the host's file
+  system read-only (`--ro-bind / /`) but for the work tree, a size-capped private /tmp and
+  /dev/shm; `--die-with-parent`, `--new-session`; the seccomp filter loaded right before exec.
+- an unprivileged uid of its own when we are root (RLIMIT_NPROC does not bind root, so a fork
+  bomb is contained only for another uid; the uid also keeps host files at their permissions).
+  Host PATH entries only root may enter (~root/...) are left out; where the harness's Python,
+  or a PATH given in `config.env`, lies in such a place, an empty tmpfs covers it (e.g. /root)
+  with just those directories bound back read-only.
+- rlimits: processes (per uid), data segment (memory), file size (disk), CPU seconds, no cores.
+Without bubblewrap (or when it cannot make namespaces here) the filter is loaded by
+`seccomp_exec` and only uid, rlimits and seccomp remain; `isolation` says what is in force.
+Not bounded here: the total size of files in the work tree (each file is, by RLIMIT_FSIZE).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import functools
+import logging
+import math
 import os
+import secrets
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
-import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Self
+
+from pydantic import BaseModel, Field
 
 from swedojo.repos import checkout
-from swedojo.sandboxes.base import ExecResult, SandboxConfig, SandboxError, cut_output
+from swedojo.sandboxes.base import ExecResult, SandboxConfig, SandboxError
+from swedojo.sandboxes.seccomp import SeccompUnavailableError, bpf_fd, compile_bpf
+from swedojo.sandboxes.terminal import (
+    SHELL_ARGV,
+    SHELL_ENV,
+    PersistentTerminal,
+    SubprocessTransport,
+)
+
+log = logging.getLogger(__name__)
+
+UID_BASE = 1_000_000
+"""Sandboxes started by root run as a random uid in [UID_BASE, UID_BASE + 2**20)."""
+FILE_OP_TIMEOUT_S = 120.0
+"""Bound on the helper processes behind read_file, write_file and diff."""
+_DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+class Isolation(BaseModel):
+    """What confines the commands of a local sandbox on this machine."""
+
+    bubblewrap: bool
+    """Commands run under bubblewrap."""
+    namespaces: list[str] = Field(default_factory=list)
+    """Private namespaces: mount, pid, ipc, uts, net (net only while the network is off)."""
+    read_only_host: bool = False
+    """The host's file system is read-only but for the work tree and a private /tmp."""
+    seccomp: bool = False
+    """The seccomp filter of `swedojo.sandboxes.seccomp` is loaded."""
+    uid: int
+    """Uid the commands run as (0: root)."""
+    rlimits: dict[str, int] = Field(default_factory=dict)
+    """prlimit names and values: nproc, data, fsize, cpu, core."""
+    missing: list[str] = Field(default_factory=list)
+    """What could not be put in force here, and why."""
+
+
+@functools.cache
+def bubblewrap_problem() -> str | None:
+    """None when bubblewrap can make the namespaces here; otherwise why not."""
+    if shutil.which("bwrap") is None:
+        return "bubblewrap (bwrap) is not installed"
+    argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    argv += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"]
+    argv += [] if os.getuid() == 0 else ["--unshare-user"]
+    proc = subprocess.run([*argv, "--", "true"], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        return f"bubblewrap cannot create namespaces here: {proc.stderr.strip()}"
+    return None
+
+
+def _uid_pids(uid: int) -> list[int]:
+    """The processes of `uid`."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and os.stat(f"/proc/{entry}").st_uid == uid:
+                pids.append(int(entry))
+        except OSError:
+            continue
+    return pids
 
 
 class LocalSandbox:
-    """A work tree in a temp dir; see the sandbox issue for the hardened terminal."""
+    """A work tree in a temp dir and a persistent, confined bash in it.
 
-    def __init__(self, source: Path, commit: str, config: SandboxConfig | None = None) -> None:
+    `bubblewrap=False` skips bubblewrap even where it works (to see or test the fallback).
+    """
+
+    def __init__(
+        self,
+        source: Path,
+        commit: str,
+        config: SandboxConfig | None = None,
+        *,
+        bubblewrap: bool = True,
+    ) -> None:
         self.config = config or SandboxConfig()
         self._root = Path(tempfile.mkdtemp(prefix="swedojo-local-"))
         self.workdir = str(self._root / "repo")
         self._closed = False
+        self._terminal: PersistentTerminal | None = None
+        self._transport: SubprocessTransport | None = None
         try:
             checkout(source, commit, Path(self.workdir))
-        except Exception:
+            self.isolation = _plan(self.config, bubblewrap)
+            if self.isolation.missing:
+                log.warning(
+                    "local sandbox isolation is partial: %s", "; ".join(self.isolation.missing)
+                )
+            self._prepare_dirs()
+            self._terminal = PersistentTerminal(self._spawn(), self.config, reopen=self._spawn)
+        except BaseException:
             self.close()
             raise
 
-    def _env(self) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "TERM")}
-        env.update(self.config.env)
-        return env
+    # -- setup -------------------------------------------------------------------------------
 
-    def exec(self, command: str, timeout: float | None = None) -> ExecResult:
+    def _prepare_dirs(self) -> None:
+        """Home and tmp for the fallback (bubblewrap makes a private /tmp); all owned by the uid."""
+        if not self.isolation.bubblewrap:
+            for name in ("home", "tmp"):
+                (self._root / name).mkdir()
+        uid = self.isolation.uid
+        if uid != os.getuid():
+            subprocess.run(["chown", "-R", f"{uid}:{uid}", str(self._root)], check=True)
+
+    def _env(self) -> dict[str, str]:
+        scratch = "/tmp" if self.isolation.bubblewrap else str(self._root / "tmp")
+        home = "/tmp" if self.isolation.bubblewrap else str(self._root / "home")
+        path = os.environ.get("PATH", _DEFAULT_PATH).split(os.pathsep)
+        if self.isolation.uid != os.getuid():
+            path = [p for p in path if os.path.isdir(p) and _reachable(p)]
+        env = {"PATH": os.pathsep.join(path), "HOME": home, "TMPDIR": scratch}
+        return env | {"LANG": "C.UTF-8", "TERM": "dumb"}
+
+    def _exposed(self) -> list[str]:
+        """bwrap arguments that make the harness's Python and the PATH of `config.env`
+        reachable for the sandbox uid where only root may enter (e.g. under /root)."""
+        if self.isolation.uid == os.getuid():
+            return []
+        path = self.config.env.get("PATH", "").split(os.pathsep)
+        wanted = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix)}
+        wanted |= {os.path.realpath(p) for p in path if os.path.isdir(p)}
+        covers: set[Path] = set()
+        dirs: set[Path] = set()  # between a cover and a target: bwrap would make them 0700
+        binds: set[Path] = set()
+        for target in map(Path, wanted):
+            ancestors = [Path(*target.parts[:i]) for i in range(2, len(target.parts))]
+            closed = [a for a in ancestors if not os.stat(a).st_mode & 0o001]
+            if closed:
+                covers.add(closed[0])
+                dirs |= {a for a in ancestors if closed[0] in a.parents}
+                binds.add(target)
+        args: list[str] = []
+        for cover in sorted(covers):
+            args += ["--perms", "0755", "--tmpfs", str(cover)]
+        for directory in sorted(dirs):
+            args += ["--perms", "0755", "--dir", str(directory)]
+        for target in sorted(binds):
+            args += ["--ro-bind", str(target), str(target)]
+        return args
+
+    def _confine(self, command: list[str], seccomp_fd: int | None) -> list[str]:
+        """argv running `command` with every confinement in force here."""
+        argv = ["prlimit", *(f"--{k}={v}" for k, v in self.isolation.rlimits.items()), "--"]
+        if self.isolation.bubblewrap:
+            disk = str(self.config.disk_mb << 20)
+            argv += ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+            argv += ["--perms", "1777", "--size", disk, "--tmpfs", "/tmp"]
+            argv += ["--perms", "1777", "--size", disk, "--tmpfs", "/dev/shm"]
+            argv += self._exposed()
+            argv += ["--perms", "0755", "--dir", str(self._root)]  # bwrap would make it 0700
+            argv += ["--bind", self.workdir, self.workdir, "--chdir", self.workdir]
+            argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "sandbox"]
+            argv += [] if self.config.network else ["--unshare-net"]
+            argv += [] if os.getuid() == 0 else ["--unshare-user"]
+            argv += ["--die-with-parent", "--new-session"]
+            argv += [] if seccomp_fd is None else ["--seccomp", str(seccomp_fd)]
+            argv += ["--"]
+        elif seccomp_fd is not None:
+            argv += [sys.executable, "-m", "swedojo.sandboxes.seccomp_exec", str(seccomp_fd), "--"]
+        return argv + self._setpriv() + command
+
+    def _setpriv(self) -> list[str]:
+        uid = self.isolation.uid
+        if uid == os.getuid():
+            return []
+        ids = [f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+        return ["setpriv", *ids, "--inh-caps=-all", "--bounding-set=-all", "--"]
+
+    @contextlib.contextmanager
+    def _filter_fd(self) -> Iterator[int | None]:
+        """An fd with the compiled seccomp filter for one child, closed afterwards."""
+        if not self.isolation.seccomp:
+            yield None
+            return
+        fd = bpf_fd(self.config.network)
+        try:
+            yield fd
+        finally:
+            os.close(fd)
+
+    def _spawn(self) -> SubprocessTransport:
+        with self._filter_fd() as fd:
+            self._transport = SubprocessTransport(
+                self._confine(list(SHELL_ARGV), fd),
+                env=self._env() | SHELL_ENV,
+                cwd=self.workdir,
+                pass_fds=() if fd is None else (fd,),
+            )
+        return self._transport
+
+    def _run(
+        self, command: list[str], data: bytes = b"", *, enter: bool
+    ) -> subprocess.CompletedProcess[bytes]:
+        """Run one of our own commands as the sandbox uid.
+
+        enter=True: in the live sandbox's mount namespace (it sees the sandbox's /tmp), without
+        the filter; for plain tools such as cat. Otherwise, or when that cannot be entered (the
+        shell is gone, or we are not root): in a fresh, fully confined sandbox; for tools that
+        obey the agent's files (git and its config).
+        """
         if self._closed:
             raise SandboxError("sandbox is closed")
-        limit = timeout or self.config.command_timeout_s
-        start = time.monotonic()
-        proc = subprocess.Popen(
-            ["bash", "-c", command],
-            cwd=self.workdir,
-            env=self._env(),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        try:
-            out, _ = proc.communicate(timeout=limit)
-            timed_out = False
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, _ = proc.communicate()
-            timed_out = True
-        text, truncated = cut_output(out, self.config.max_output_bytes)
-        return ExecResult(
-            output=text,
-            exit_code=None if timed_out else proc.returncode,
-            timed_out=timed_out,
-            truncated=truncated,
-            duration_s=time.monotonic() - start,
-        )
+        live = self._transport if enter and os.getuid() == 0 else None  # nsenter needs root
+        shell = live.shell_pid() if live is not None and self.isolation.bubblewrap else None
+        with contextlib.nullcontext() if shell is not None else self._filter_fd() as fd:
+            if shell is not None:
+                argv = ["nsenter", f"--target={shell}", "--mount", "--", *self._setpriv(), *command]
+            else:
+                argv = self._confine(command, fd)
+            try:
+                return subprocess.run(
+                    argv,
+                    input=data,
+                    capture_output=True,
+                    env=self._env(),
+                    cwd=self.workdir,
+                    pass_fds=() if fd is None else (fd,),
+                    timeout=FILE_OP_TIMEOUT_S,
+                    check=False,
+                )
+            except subprocess.TimeoutExpired as exc:
+                raise SandboxError(f"{command[0]} timed out in the sandbox") from exc
 
-    def _path(self, path: str) -> Path:
-        p = Path(path)
-        return p if p.is_absolute() else Path(self.workdir) / p
+    # -- the protocol --------------------------------------------------------------------------
+
+    def exec(self, command: str, timeout: float | None = None) -> ExecResult:
+        if self._closed or self._terminal is None:
+            raise SandboxError("sandbox is closed")
+        return self._terminal.run(command, timeout)
+
+    def _path(self, path: str) -> str:
+        return path if os.path.isabs(path) else os.path.join(self.workdir, path)
 
     def read_file(self, path: str) -> bytes:
-        return self._path(path).read_bytes()
+        target = self._path(path)
+        proc = self._run(["cat", "--", target], enter=True)
+        if proc.returncode != 0:
+            raise _os_error(proc.stderr, target)
+        return proc.stdout
 
     def write_file(self, path: str, data: bytes) -> None:
-        p = self._path(path)
-        p.parent.mkdir(parents=True, exist_ok=True)
-        p.write_bytes(data)
+        target = self._path(path)
+        script = 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1"'
+        proc = self._run(["sh", "-c", script, "sh", target], data, enter=True)
+        if proc.returncode != 0:
+            raise _os_error(proc.stderr, target)
 
     def diff(self) -> str:
-        result = self.exec("git add -A >/dev/null 2>&1 && git diff --cached --binary HEAD")
-        if result.exit_code != 0:
-            raise SandboxError(f"git diff failed: {result.output.strip()}")
-        return result.output
+        script = "git add -A >/dev/null && git diff --cached --binary HEAD"
+        proc = self._run(["sh", "-c", script], enter=False)
+        if proc.returncode != 0:
+            raise SandboxError(f"git diff failed: {proc.stderr.decode(errors='replace').strip()}")
+        return proc.stdout.decode("utf-8", errors="replace")
 
     def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            shutil.rmtree(self._root, ignore_errors=True)
+        if self._closed:
+            return
+        self._closed = True
+        if self._terminal is not None:
+            self._terminal.close()
+        isolation: Isolation | None = getattr(self, "isolation", None)
+        if isolation is not None and isolation.uid != os.getuid():
+            for _ in range(100):  # leftovers that left the shell's session
+                pids = _uid_pids(isolation.uid)
+                if not pids:
+                    break
+                for pid in pids:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+        shutil.rmtree(self._root, ignore_errors=True)
 
-    def __enter__(self) -> "LocalSandbox":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _plan(config: SandboxConfig, bubblewrap: bool) -> Isolation:
+    """What can be put in force here for `config`."""
+    missing: list[str] = []
+    root = os.getuid() == 0
+    uid = UID_BASE + secrets.randbelow(1 << 20) if root else os.getuid()
+    if not root:
+        missing.append("not root: commands run as the calling user, sharing its process limit")
+    problem = bubblewrap_problem() if bubblewrap else "bubblewrap not used (bubblewrap=False)"
+    if problem:
+        missing.append(f"{problem}: no namespaces, the host file system is protected only by uid")
+    try:
+        compile_bpf(config.network)
+        seccomp = True
+    except SeccompUnavailableError as exc:
+        seccomp = False
+        missing.append(f"no seccomp filter: {exc}")
+    rlimits = {
+        "nproc": config.pids if root else len(_uid_pids(uid)) + config.pids,
+        "data": config.memory_mb << 20,
+        "fsize": config.disk_mb << 20,
+        "cpu": max(1, math.ceil(config.total_time_s * config.cpus)),
+        "core": 0,
+    }
+    namespaces = ["mount", "pid", "ipc", "uts"] + ([] if config.network else ["net"])
+    return Isolation(
+        bubblewrap=problem is None,
+        namespaces=namespaces if problem is None else [],
+        read_only_host=problem is None,
+        seccomp=seccomp,
+        uid=uid,
+        rlimits=rlimits,
+        missing=missing,
+    )
+
+
+def _reachable(path: str) -> bool:
+    """Whether any user may enter `path` (every directory on the way is o+x)."""
+    parts = Path(path).parts
+    return all(os.stat(Path(*parts[:i])).st_mode & 0o001 for i in range(2, len(parts) + 1))
+
+
+def _os_error(stderr: bytes, path: str) -> OSError:
+    """The OSError a failed cat/sh reported (by its strerror text), e.g. FileNotFoundError."""
+    text = stderr.decode(errors="replace").strip()
+    for code in (errno.ENOENT, errno.EISDIR, errno.ENOTDIR, errno.EACCES, errno.EPERM,
+                 errno.EROFS, errno.ENOSPC, errno.EFBIG):  # fmt: skip
+        if os.strerror(code) in text:
+            return OSError(code, os.strerror(code), path)
+    return OSError(errno.EIO, text or "failed", path)

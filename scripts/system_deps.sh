@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# System packages the sandboxes need (Debian): bubblewrap for the local backend's namespaces,
+# libseccomp2 for its seccomp filter, util-linux for prlimit/setpriv/nsenter; procps, gcc and
+# libc6-dev (a static escape probe) for the sandbox tests.
+# Idempotent: installs only what is missing (one `apt-get update` at most). Elsewhere, or without
+# root, it prints what is missing and exits 0: the local backend then says what isolation it lacks.
+set -euo pipefail
+
+packages=(bubblewrap libseccomp2 util-linux procps gcc libc6-dev)
+
+have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
+
+if ! command -v dpkg-query >/dev/null || ! command -v apt-get >/dev/null; then
+    echo "system_deps: not a Debian system; install by hand: ${packages[*]}" >&2
+    exit 0
+fi
+
+missing=()
+for p in "${packages[@]}"; do have "$p" || missing+=("$p"); done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+if [ "$(id -u)" != 0 ]; then
+    echo "system_deps: missing ${missing[*]}; run as root: apt-get install -y ${missing[*]}" >&2
+    exit 0
+fi
+
+export DEBIAN_FRONTEND=noninteractive
+if ! apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null 2>&1; then
+    apt-get update -q >/dev/null
+    apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+fi
+echo "system_deps: installed ${missing[*]}"

@@ -1,0 +1,165 @@
+"""The GLM chat format (GLM-4.5 … GLM-5), rendered straight to token ids.
+
+    [gMASK]<sop><|system|>S<|user|>U<|assistant|><think>R</think>A<tool_call>…</tool_call>
+    <|observation|><tool_response>O</tool_response><|assistant|><think>
+
+The prompt is built segment by segment as ids: text between special tokens is encoded on its own
+(which is also how a tokenizer splits the rendered text), and an assistant turn that carries the
+ids it was sampled as is copied verbatim. So with preserved thinking every new prompt extends the
+previous prompt plus its sampled tokens token for token, and a KV cache can be kept across turns.
+Re-tokenising the decoded text instead could give other ids (GLM's template also strips
+whitespace), and then the cache and the trainer would see a sequence the model never produced.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterable, Sequence
+from functools import lru_cache
+from typing import Any
+
+from swedojo.agent.backends.base import BackendError, Message, Role, ThinkingHistory
+from swedojo.schema import ToolCall
+
+GLM_SPECIAL_TOKENS: tuple[str, ...] = (
+    "[gMASK]",
+    "<sop>",
+    "<|system|>",
+    "<|user|>",
+    "<|assistant|>",
+    "<|observation|>",
+    "<think>",
+    "</think>",
+    "<tool_call>",
+    "</tool_call>",
+    "<arg_key>",
+    "</arg_key>",
+    "<arg_value>",
+    "</arg_value>",
+    "<tool_response>",
+    "</tool_response>",
+    "<|endoftext|>",
+)
+"""Every token the format writes; each must be one id in the tokenizer."""
+
+STOP_TOKENS: tuple[str, ...] = ("<|user|>", "<|observation|>", "<|endoftext|>")
+"""An assistant span has no end-of-turn token: the next role marker (or end of text) ends it."""
+
+
+class MissingSpecialTokenError(BackendError):
+    """The tokenizer does not carry a GLM special token as a single id."""
+
+
+class GlmChat:
+    """Renders conversations in the GLM format as token ids, and splits sampled ids into parts."""
+
+    def __init__(self, tokenizer: Any) -> None:
+        """`tokenizer`: a Hugging Face tokenizer carrying `GLM_SPECIAL_TOKENS`."""
+        self.tokenizer = tokenizer
+        self.ids: dict[str, int] = {}
+        for token in GLM_SPECIAL_TOKENS:
+            token_id = tokenizer.convert_tokens_to_ids(token)
+            if token_id is None or token_id == tokenizer.unk_token_id or tokenizer.encode(
+                token, add_special_tokens=False
+            ) != [token_id]:
+                raise MissingSpecialTokenError(f"tokenizer has no single id for {token!r}")
+            self.ids[token] = token_id
+        self.stop_token_ids: frozenset[int] = frozenset(self.ids[t] for t in STOP_TOKENS)
+        # `split_special_tokens` toggles state on the shared Rust tokenizer.
+        self._lock = threading.Lock()
+        self._encode = lru_cache(maxsize=8192)(self._encode_uncached)
+
+    def _encode_uncached(self, text: str, special: bool) -> tuple[int, ...]:
+        with self._lock:
+            return tuple(
+                self.tokenizer.encode(text, add_special_tokens=False, split_special_tokens=not special)
+            )
+
+    def encode(self, text: str, *, special: bool) -> list[int]:
+        """Ids of `text`; with `special` False, strings like `<|user|>` stay plain text (untrusted input)."""
+        return list(self._encode(text, special)) if text else []
+
+    def decode(self, ids: Iterable[int]) -> str:
+        return self.tokenizer.decode(list(ids), skip_special_tokens=False, clean_up_tokenization_spaces=False)
+
+    def render(
+        self,
+        messages: Sequence[Message],
+        *,
+        history: ThinkingHistory = ThinkingHistory.PRESERVED,
+        thinking: bool | None = True,
+    ) -> list[int]:
+        """Prompt ids for `messages`, ending with the generation prompt unless `thinking` is None.
+
+        `thinking` True opens `<think>` for the new turn, False closes it at once (`</think>`).
+        """
+        ids = [self.ids["[gMASK]"], self.ids["<sop>"]]
+        last_user = max((i for i, m in enumerate(messages) if m.role == Role.USER), default=-1)
+        previous: Role | None = None
+        for index, message in enumerate(messages):
+            keep_reasoning = history == ThinkingHistory.PRESERVED or index > last_user
+            ids += self._message(message, previous, keep_reasoning)
+            previous = message.role
+        if thinking is not None:
+            ids += self.generation_prompt(thinking)
+        return ids
+
+    def generation_prompt(self, thinking: bool) -> list[int]:
+        return [self.ids["<|assistant|>"], self.ids["<think>" if thinking else "</think>"]]
+
+    def _message(self, message: Message, previous: Role | None, keep_reasoning: bool) -> list[int]:
+        if message.role == Role.SYSTEM:
+            return [self.ids["<|system|>"], *self.encode(message.content, special=True)]
+        if message.role == Role.USER:
+            return [self.ids["<|user|>"], *self.encode(message.content, special=False)]
+        if message.role == Role.OBSERVATION:
+            # Consecutive tool results share one role marker, as in the GLM template.
+            marker = [] if previous == Role.OBSERVATION else [self.ids["<|observation|>"]]
+            return [
+                *marker,
+                self.ids["<tool_response>"],
+                *self.encode(message.content, special=False),
+                self.ids["</tool_response>"],
+            ]
+        return self._assistant(message, keep_reasoning)
+
+    def _assistant(self, message: Message, keep_reasoning: bool) -> list[int]:
+        if message.token_ids is not None and (keep_reasoning or not message.reasoning):
+            sampled = list(message.token_ids)
+            if sampled and sampled[-1] in self.stop_token_ids:
+                sampled.pop()  # the next message writes its own role marker (the same id when it matches)
+            return [*self.generation_prompt(message.thinking), *sampled]
+        ids = [self.ids["<|assistant|>"]]
+        reasoning = message.reasoning.strip() if keep_reasoning else ""
+        if reasoning:
+            ids += [self.ids["<think>"], *self.encode(reasoning, special=True)]
+        ids.append(self.ids["</think>"])
+        ids += self.encode(message.content.strip(), special=True)
+        for call in message.tool_calls:
+            ids += self.tool_call(call)
+        return ids
+
+    def tool_call(self, call: ToolCall) -> list[int]:
+        """`<tool_call>NAME<arg_key>K</arg_key><arg_value>V</arg_value>…</tool_call>`; non-strings as JSON."""
+        ids = [self.ids["<tool_call>"], *self.encode(call.name, special=False)]
+        for key, value in call.arguments.items():
+            text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+            ids += [self.ids["<arg_key>"], *self.encode(key, special=False), self.ids["</arg_key>"]]
+            ids += [self.ids["<arg_value>"], *self.encode(text, special=False), self.ids["</arg_value>"]]
+        ids.append(self.ids["</tool_call>"])
+        return ids
+
+    def split(self, sampled: Sequence[int], thinking: bool) -> tuple[str, str, str]:
+        """(text, reasoning, content) of sampled ids; a trailing stop token is not part of the text."""
+        body = list(sampled)
+        if body and body[-1] in self.stop_token_ids:
+            body.pop()
+        text = self.decode(body)
+        if not thinking:
+            return text, "", text.strip()
+        end = self.ids["</think>"]
+        if end not in body:
+            return text, text.strip(), ""  # thinking never closed (length limit)
+        cut = body.index(end)
+        return text, self.decode(body[:cut]).strip(), self.decode(body[cut + 1 :]).strip()

@@ -1,0 +1,235 @@
+"""The plan-execute-verify loop: the `model` policy.
+
+The model first writes a plan, then acts through validated tool calls on the sandbox; when it
+submits, the harness verifies (runs the tests related to the change) and feeds failures back
+before it accepts. The message list is the trajectory; it is checkpointed after every step.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import time
+from datetime import datetime, timezone
+
+from pydantic import BaseModel, Field
+from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
+
+from swedojo.agent.backends import Generation, Message, ModelBackend, SamplingParams, TransientBackendError
+from swedojo.agent.policies import RunContext
+from swedojo.repolaunch.parsers import parse_log
+from swedojo.rewards.grading import patch_files, test_command
+from swedojo.sandboxes.base import Sandbox, SandboxError
+from swedojo.schema import EnvSpec, ExitStatus, Step, TaskInstance, Trajectory
+from swedojo.tools.base import ToolContext, ToolResult
+from swedojo.tools.dispatch import FormatErrorCounter
+from swedojo.tools.formats import get_format
+from swedojo.tools.registry import ToolSetConfig
+
+SYSTEM_PROMPT = """You are a careful software engineer working in a sandboxed copy of a repository.
+You act only through the tools below. Work in three phases:
+1. Plan: read the issue, then write a short numbered plan before acting.
+2. Execute: inspect the code, reproduce the problem, make the smallest correct change.
+3. Verify: run the relevant tests (and a reproduction) and fix what fails; then call `submit`.
+Make one or more tool calls per turn.
+
+{tools}"""
+
+TASK_PROMPT = """The repository is checked out at {workdir}. Resolve this issue:
+
+<issue>
+{issue}
+</issue>
+
+Start with your plan."""
+
+_TEST_FILE = re.compile(r"(^|/)(test_[^/]*\.py|[^/]*_test\.py|conftest\.py)$")
+
+
+class LoopLimits(BaseModel):
+    """When a run stops without a submission; each maps to an ExitStatus."""
+
+    max_steps: int = 40
+    """Assistant turns."""
+    max_tokens: int = 200_000
+    """Tokens sampled over the whole run."""
+    max_wall_s: float = 1800.0
+    """Wall time of the run."""
+    max_format_errors: int = 3
+    """Consecutive turns without one valid tool call."""
+    max_timeouts: int = 3
+    """Consecutive tool calls that timed out."""
+
+
+class AgentConfig(BaseModel):
+    """Everything that shapes a `model` run besides the model itself."""
+
+    tool_set: str = "swe"
+    """Named tool set (fixes the tools and their fingerprints)."""
+    tool_format: str = "glm"
+    """How the model writes tool calls: glm, openai or react."""
+    tools: ToolSetConfig = Field(default_factory=ToolSetConfig)
+    """Available tool sets."""
+    limits: LoopLimits = Field(default_factory=LoopLimits)
+    """Stopping limits."""
+    sampling: SamplingParams = Field(default_factory=lambda: SamplingParams(temperature=0.0, max_new_tokens=512))
+    """Sampling for every turn."""
+    verify_rounds: int = 1
+    """How many times a submission whose related tests fail is sent back before it is accepted."""
+    backend_retries: int = 3
+    """Attempts for a transient backend error."""
+
+
+def related_tests(sandbox: Sandbox, patch: str) -> list[str]:
+    """Test files the change touches, or that are named after a changed module."""
+    changed = patch_files(patch)
+    tests = [f for f in changed if _TEST_FILE.search(f)]
+    listed = sandbox.exec("git ls-files -- '*.py'")
+    known = listed.output.splitlines() if listed.ok else []
+    for source in changed:
+        stem = source.rsplit("/", 1)[-1].removesuffix(".py")
+        if source.endswith(".py") and not _TEST_FILE.search(source):
+            tests += [k for k in known if k.rsplit("/", 1)[-1] in (f"test_{stem}.py", f"{stem}_test.py")]
+    return [t for t in dict.fromkeys(tests) if sandbox.exec(f"test -f {shlex.quote(t)}").ok]
+
+
+def verify(sandbox: Sandbox, spec: EnvSpec | None, patch: str) -> str:
+    """Problems with a submission, for the model; empty when it may be accepted."""
+    if not patch.strip():
+        return "Verification: the work tree has no changes, so there is nothing to submit. Make the fix first."
+    if spec is None:
+        return ""
+    tests = related_tests(sandbox, patch)
+    if not tests:
+        return ""
+    result = sandbox.exec(test_command(spec, tests), timeout=900)
+    statuses = parse_log(spec.log_parser, result.output)
+    failing = sorted(t for t, s in statuses.items() if not s.counts_as_pass and s.value != "SKIPPED")
+    if result.ok and not failing:
+        return ""
+    listed = "\n".join(failing[:20]) or f"(exit code {result.exit_code}, no per-test results)"
+    return (f"Verification failed: tests related to your change do not pass:\n{listed}\n"
+            f"--- log tail ---\n{result.output[-2000:]}\nFix this, then submit again.")
+
+
+class ModelPolicy:
+    """Plan, execute, verify, submit, with a model backend and typed tools."""
+
+    name = "model"
+
+    def __init__(self, backend: ModelBackend, config: AgentConfig | None = None) -> None:
+        self.backend = backend
+        self.config = config or AgentConfig()
+        self.registry = self.config.tools.build(self.config.tool_set)
+        self.format = get_format(self.config.tool_format)
+
+    def _generate(self, messages: list[Message], conversation_id: str) -> Generation:
+        sampling = self.config.sampling.model_copy(update={"stop": [*self.config.sampling.stop, *self.format.stop]})
+        call = retry(
+            retry=retry_if_exception_type(TransientBackendError),
+            stop=stop_after_attempt(self.config.backend_retries),
+            wait=wait_exponential(multiplier=0.5, max=8),
+            reraise=True,
+        )(self.backend.generate)
+        return call(messages, sampling, conversation_id=conversation_id)
+
+    def solve(self, instance: TaskInstance, sandbox: Sandbox, run: RunContext | None = None) -> Trajectory:
+        run = run or RunContext()
+        specs = self.registry.specs()
+        system = SYSTEM_PROMPT.format(tools=self.format.render_tools(specs))
+        task = TASK_PROMPT.format(workdir=sandbox.workdir, issue=instance.problem_statement.strip())
+        trajectory = Trajectory(
+            instance_id=instance.instance_id, policy=self.name, model=self.backend.name, group_id=run.group_id,
+            system_prompt=system, task_prompt=task, tool_fingerprints=self.registry.fingerprints(),
+            toolset_fingerprint=self.registry.fingerprint,
+        )
+        messages = [Message.system(system), Message.user(task)]
+        ctx = ToolContext(env=run.spec)
+        counter = FormatErrorCounter()
+        limits = self.config.limits
+        start, sampled, timeouts, verify_left = time.monotonic(), 0, 0, self.config.verify_rounds
+        conversation = f"{instance.instance_id}-{id(trajectory)}"
+        context: list[int] = []
+        status = ExitStatus.LIMIT_STEPS
+        try:
+            for index in range(limits.max_steps):
+                if time.monotonic() - start > limits.max_wall_s:
+                    status = ExitStatus.LIMIT_TIME
+                    break
+                generation = self._generate(messages, conversation)
+                messages.append(generation.message())
+                step = Step(index=index, phase="plan" if index == 0 else "execute", reasoning=generation.reasoning,
+                            content=generation.content, response_token_ids=generation.token_ids,
+                            response_logprobs=generation.logprobs,
+                            usage={**generation.usage.model_dump(), "temperature": self.config.sampling.temperature})
+                context = self._record_prompt(trajectory, step, generation, context)
+                sampled += generation.usage.completion_tokens or len(generation.token_ids)
+                parsed = self.format.parse(generation.content, specs)
+                calls = generation.tool_calls or parsed.calls
+                errors = [] if generation.tool_calls else parsed.errors
+                step.tool_calls = calls
+                results: list[ToolResult] = [self.registry.dispatch(c, sandbox, ctx) for c in calls]
+                observations = [(r.output, c.call_id) for r, c in zip(results, calls)]
+                if errors:
+                    step.error = "\n".join(e.render() for e in errors)
+                    observations.append((step.error, ""))
+                rejected = [r.output for r in results if r.rejected]
+                if rejected and not step.error:
+                    step.error = "\n".join(rejected)
+                timeouts = timeouts + 1 if any(r.timed_out for r in results) else 0
+                submission = next((r for r in results if r.submitted), None)
+                if submission is not None:
+                    problems = verify(sandbox, run.spec, submission.patch) if verify_left > 0 else ""
+                    if problems:
+                        verify_left -= 1
+                        step.phase = "verify"
+                        observations.append((problems, ""))
+                    else:
+                        step.phase = "submit"
+                        step.observation = "\n".join(text for text, _ in observations)
+                        trajectory.steps.append(step)
+                        trajectory.patch = submission.patch
+                        status = ExitStatus.SUBMITTED
+                        run.checkpoint(trajectory)
+                        break
+                step.observation = "\n".join(text for text, _ in observations)
+                trajectory.steps.append(step)
+                messages += [Message.observation(text, call_id) for text, call_id in observations]
+                run.checkpoint(trajectory)
+                if counter.record(results) >= limits.max_format_errors:
+                    status = ExitStatus.FORMAT_ERRORS
+                    break
+                if timeouts >= limits.max_timeouts:
+                    status = ExitStatus.TIMEOUTS
+                    break
+                if sampled >= limits.max_tokens:
+                    status = ExitStatus.LIMIT_TOKENS
+                    break
+        except SandboxError as exc:
+            status, trajectory.error = ExitStatus.INFRA_ERROR, f"sandbox: {exc}"
+        finally:
+            self.backend.release(conversation)
+        if status != ExitStatus.SUBMITTED and status != ExitStatus.INFRA_ERROR:
+            try:
+                trajectory.patch = sandbox.diff()
+            except SandboxError as exc:
+                status, trajectory.error = ExitStatus.INFRA_ERROR, f"sandbox: {exc}"
+        trajectory.exit_status = status
+        trajectory.finished_at = datetime.now(timezone.utc)
+        run.checkpoint(trajectory)
+        return trajectory
+
+    @staticmethod
+    def _record_prompt(trajectory: Trajectory, step: Step, generation: Generation, context: list[int]) -> list[int]:
+        """Store only the prompt tokens this turn added; with retained thinking they extend `context`."""
+        prompt = generation.prompt_token_ids
+        if not prompt:
+            return context
+        if not trajectory.initial_prompt_token_ids:
+            trajectory.initial_prompt_token_ids = list(prompt)
+        elif prompt[: len(context)] == context:
+            step.prompt_token_ids = prompt[len(context):]
+        else:
+            step.prompt_token_ids = list(prompt)
+            step.usage["prompt_reset"] = 1.0
+        return list(prompt) + list(generation.token_ids)

@@ -1,0 +1,57 @@
+"""`dojo gen REPO --from history|mutations`: a validated task suite for training and evaluation."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+console = Console()
+
+
+def gen_command(
+    repo: str = typer.Argument(..., help="A local git repo (path), or owner/name inside --mirror."),
+    mode: str = typer.Option(..., "--from", help="history (mine fix commits) or mutations (inject bugs)."),
+    out: Path = typer.Option(None, help="Output directory (default gen/<owner>__<name>); an existing one is resumed."),
+    seed: int = typer.Option(0, help="Seed of the candidate sampling: the same seed gives the same suite."),
+    max_tasks: int = typer.Option(20, help="Stop once this many validated tasks are kept."),
+    rev_range: str = typer.Option(None, "--range", help="History: only commits in A..B."),
+    mirror: Path = typer.Option(None, help="Directory of local repos as owner/name, for REPO given as owner/name."),
+    issues_dir: Path = typer.Option(None, help="History: issue texts as N.md / N.txt / N.json, for commits naming #N."),
+    max_candidates: int = typer.Option(None, help="Stop after evaluating this many new candidates (rerun to continue)."),
+    timeout: float = typer.Option(90.0, help="Seconds per test-suite run; mutants that hang are dropped."),
+    combine: bool = typer.Option(True, help="Mutations: make a fifth of the tasks from two mutants."),
+) -> None:
+    """Make training environments: mine fix commits or inject bugs, and validate every task end to end."""
+    from swedojo.datasets.gen.core import GitError, repo_name
+    from swedojo.datasets.gen.journal import JournalMismatchError
+    from swedojo.datasets.gen.run import UnknownModeError, generate
+    from swedojo.datasets.gen.settings import GenSettings
+    from swedojo.datasets.gen.synthesis import NoPassingTestsError
+    from swedojo.repos import RepoNotFoundError, resolve_repo
+
+    try:
+        out = out or Path("gen") / repo_name(repo, resolve_repo(repo, mirror)).replace("/", "__")
+        settings = GenSettings(out=out, seed=seed, max_tasks=max_tasks, max_candidates=max_candidates,
+                               timeout_s=timeout, rev_range=rev_range, issues_dir=issues_dir, combine=combine)
+        console.print(f"generating up to {max_tasks} tasks from {repo} by {mode} (seed {seed}) -> {out}")
+        result = generate(repo, mode, settings, mirror)
+    except (RepoNotFoundError, UnknownModeError, JournalMismatchError, NoPassingTestsError, GitError) as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    table = Table(title=f"yield of {out}")
+    for column in ("strategy", "candidates", "compiled", "broke tests", "kept", "s/kept"):
+        table.add_column(column, justify="left" if column == "strategy" else "right")
+    for name, y in result.report.strategies.items():
+        per = f"{y.seconds_per_kept:.1f}" if y.seconds_per_kept is not None else "-"
+        table.add_row(name, str(y.candidates), str(y.compiled), str(y.broke_tests), str(y.kept), per)
+    console.print(table)
+    counts = result.counts
+    state = "stopped at --max-candidates; rerun to continue" if counts.interrupted else "done"
+    console.print(f"{len(result.instances)} tasks from {result.repo} ({counts.evaluated} candidates evaluated, "
+                  f"{counts.reused} replayed from the journal): {state}")
+    console.print(f"suite: {result.suite}  ({result.report.kept} tasks, {result.report.tasks_per_min} tasks/min)  "
+                  f"repos: {out / 'repos'}  yield: {out / 'yield.json'}")
+    console.print(f"evaluate: dojo eval --suite {result.suite} --policy gold")

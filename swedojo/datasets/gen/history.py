@@ -1,0 +1,125 @@
+"""Tasks from history (SWE-bench / SWE-Gym / R2E-Gym style): commits that fix code and test it.
+
+A commit qualifies when it changes both tests and non-doc source. Its diff splits into the test
+patch and the gold patch; the suite runs twice at the parent with only the test patch and twice
+with both, each state in a fresh sandbox. FAIL_TO_PASS: tests failing (or absent) before and
+passing after; PASS_TO_PASS: passing in every run; tests that change outcome between two runs of
+one state are dropped as flaky.
+"""
+
+from __future__ import annotations
+
+import time
+
+from swedojo.datasets.gen.core import (
+    InvalidTaskError,
+    SuiteRun,
+    Target,
+    diff,
+    environment_for,
+    flaky_between,
+    git,
+    is_doc_file,
+    is_test_file,
+    prepare_repo,
+    run_suite,
+    validate,
+    write_envspec,
+)
+from swedojo.datasets.gen.journal import Entry, Header, Journal, Outcome
+from swedojo.datasets.gen.settings import GenSettings, RunCounts
+from swedojo.datasets.gen.statements import history_statement
+from swedojo.rewards.grading import PatchApplyError, apply_patch
+from swedojo.sandboxes.environment import Environment
+from swedojo.schema import TaskInstance
+
+STRATEGY = "history"
+
+
+def _twice(env: Environment, commit: str, patches: list[str], timeout_s: float) -> tuple[SuiteRun, SuiteRun]:
+    """Apply `patches` at `commit` in a fresh sandbox and run the suite twice."""
+    sandbox = env.open(commit)
+    try:
+        for patch in patches:
+            apply_patch(sandbox, patch)
+        return run_suite(sandbox, env, timeout_s), run_suite(sandbox, env, timeout_s)
+    finally:
+        sandbox.close()
+
+
+def _mine(target: Target, settings: GenSettings, sha: str, parents: list[str]) -> Entry:
+    entry = Entry(key=sha, strategy=STRATEGY, outcome=Outcome.NOT_QUALIFIED)
+    if len(parents) != 1:
+        entry.detail = "root commit" if not parents else "merge commit"
+        return entry
+    parent, source = parents[0], target.source
+    changed = git(source, "diff-tree", "--no-commit-id", "--name-only", "-r", "--no-renames", parent, sha).splitlines()
+    tests = [f for f in changed if is_test_file(f)]
+    rest = [f for f in changed if not is_test_file(f)]
+    if not tests or not [f for f in rest if not is_doc_file(f)]:
+        entry.detail = "changes no tests" if not tests else "changes no source"
+        return entry
+    test_patch, patch = diff(source, parent, sha, tests), diff(source, parent, sha, rest)
+    env = environment_for(target.repo, parent, target.repo_dir)
+    try:
+        before = _twice(env, parent, [test_patch], settings.timeout_s)
+        after = _twice(env, parent, [test_patch, patch], settings.timeout_s)
+    except PatchApplyError as exc:
+        entry.outcome, entry.detail = Outcome.PATCH_FAILED, str(exc)
+        return entry
+    entry.compiled = True
+    if any(run.timed_out for run in (*before, *after)):
+        entry.outcome = Outcome.TIMED_OUT
+        return entry
+    flaky = flaky_between(*before) | flaky_between(*after)
+    stable = sorted(t for t in after[0].statuses if t not in flaky and after[0].passed(t))
+    fail_to_pass = [t for t in stable if not before[0].passed(t)]
+    pass_to_pass = [t for t in stable if before[0].passed(t)]
+    entry.failing, entry.broke = fail_to_pass, bool(fail_to_pass)
+    if not fail_to_pass:
+        entry.outcome, entry.detail = Outcome.NO_BREAK, "no FAIL_TO_PASS test"
+        return entry
+    message = git(source, "log", "-1", "--format=%B", sha)
+    instance = TaskInstance(
+        instance_id=f"{target.slug}-{sha[:7]}", repo=target.repo, base_commit=parent, patch=patch,
+        test_patch=test_patch, created_at=git(source, "show", "-s", "--format=%cI", sha).strip(),
+        problem_statement=history_statement(message, before[0].log, fail_to_pass, patch, settings.issues_dir),
+        FAIL_TO_PASS=fail_to_pass, PASS_TO_PASS=pass_to_pass, environment_setup_commit=parent, gen_strategy=STRATEGY,
+    )
+    try:
+        validate(env, instance)
+    except InvalidTaskError as exc:
+        entry.outcome, entry.detail = Outcome.INVALID, str(exc)
+        return entry
+    write_envspec(target, env.spec.model_copy(update={"flaky_tests": sorted(flaky)}))
+    entry.outcome, entry.instance = Outcome.KEPT, instance
+    return entry
+
+
+def generate_history(target: Target, settings: GenSettings, counts: RunCounts) -> None:
+    """Walk the first-parent history (oldest first) until `settings.max_tasks` tasks are kept."""
+    walk = settings.rev_range or "HEAD"
+    lines = git(target.source, "log", "--reverse", "--first-parent", "--format=%H %P", walk).splitlines()
+    if not lines:
+        return
+    commits = [(line.split()[0], line.split()[1:]) for line in lines]
+    prepare_repo(target, [commits[-1][0]])
+    journal = Journal(target.out / "journal" / f"{target.slug}.history.jsonl",
+                      Header(repo=target.repo, mode=STRATEGY, tip=commits[-1][0], seed=0))  # no sampling here
+    kept = 0
+    for sha, parents in commits:
+        if kept >= settings.max_tasks:
+            break
+        entry = journal.entries.get(sha)
+        if entry is not None:
+            counts.reused += 1
+        elif counts.budget_spent():
+            counts.interrupted = True
+            return
+        else:
+            start = time.monotonic()
+            entry = _mine(target, settings, sha, parents)
+            entry.seconds = round(time.monotonic() - start, 3)
+            journal.record(entry)
+            counts.evaluated += 1
+        kept += entry.outcome == Outcome.KEPT

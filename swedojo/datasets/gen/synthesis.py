@@ -1,0 +1,219 @@
+"""Tasks by bug injection (SWE-smith style): mutate the repo's own functions, keep what tests catch.
+
+Every candidate runs the suite once in one reusable work tree (write the mutant, run, restore),
+which is what makes this fast; only survivors get a task commit and the end-to-end validation in
+fresh sandboxes. Pairs of kept mutants in different functions make harder tasks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from functools import partial
+from itertools import combinations
+from pathlib import Path
+
+from swedojo.datasets.gen.core import (
+    InvalidTaskError,
+    Target,
+    commit_files,
+    diff,
+    environment_for,
+    flaky_between,
+    git,
+    git_bytes,
+    is_doc_file,
+    is_test_file,
+    prepare_repo,
+    run_suite,
+    validate,
+    write_envspec,
+)
+from swedojo.datasets.gen.journal import Baseline, Entry, Header, Journal, Outcome
+from swedojo.datasets.gen.mutations import Edit, OverlappingEditsError, apply_edits
+from swedojo.datasets.gen.settings import GenSettings, RunCounts
+from swedojo.datasets.gen.statements import mutation_statement
+from swedojo.datasets.gen.strategies import Strategy
+from swedojo.sandboxes.base import Sandbox
+from swedojo.sandboxes.environment import Environment
+from swedojo.schema import TaskInstance
+
+COMBINED = "combined"
+"""Strategy name of two-mutant tasks."""
+TIMEOUT_FACTOR = 10.0
+"""A mutant's suite run may take this many times the baseline's (at least MIN_TIMEOUT_S, at most --timeout)."""
+MIN_TIMEOUT_S = 20.0
+"""Floor of a mutant's timeout, so a loaded machine does not drop mutants of a fast suite."""
+PAIR_TRIES = 4
+"""Pairs tried per combined task still wanted (most pairs fail the same tests as a kept task)."""
+_NOT_SOURCE = {"setup.py", "noxfile.py", "fabfile.py", "conftest.py"}
+
+
+class NoPassingTestsError(RuntimeError):
+    """The suite has no test that passes reliably at the commit, so no mutant can be caught."""
+
+
+def source_files(repo: Path, commit: str) -> dict[str, bytes]:
+    """The repo's own Python modules at `commit` (not tests, docs or packaging scripts)."""
+    names = git(repo, "ls-tree", "-r", "--name-only", commit).splitlines()
+    keep = [n for n in names if n.endswith(".py") and not is_test_file(n) and not is_doc_file(n)
+            and n.split("/")[-1] not in _NOT_SOURCE and not any(p.startswith(".") for p in n.split("/"))]
+    return {n: git_bytes(repo, "cat-file", "blob", f"{commit}:{n}") for n in keep}
+
+
+class _Mutator:
+    """Evaluates candidates against one baseline in one work tree and turns survivors into tasks."""
+
+    def __init__(self, target: Target, repo: Path, head: str, env: Environment, sandbox: Sandbox,
+                 files: dict[str, bytes], baseline: Baseline, settings: GenSettings, journal: Journal,
+                 counts: RunCounts) -> None:
+        self.target, self.repo, self.head, self.env, self.sandbox = target, repo, head, env, sandbox
+        self.files, self.baseline, self.settings, self.journal, self.counts = files, baseline, settings, journal, counts
+        self.date = git(repo, "show", "-s", "--format=%cI", head).strip()
+        self.seen: set[frozenset[str]] = set()
+        # A mutant that loops forever should not cost the full timeout when the suite takes seconds.
+        self.timeout_s = min(settings.timeout_s, max(MIN_TIMEOUT_S, TIMEOUT_FACTOR * baseline.seconds))
+
+    def decide(self, key: str, strategy: str, tag: str, functions: list[str],
+               edits: Callable[[], list[Edit]]) -> Entry | None:
+        """The journal's verdict on `key`, or a new one; None once the candidate budget is spent."""
+        done = self.journal.entries.get(key)
+        if done is not None:
+            if done.outcome == Outcome.KEPT:
+                self.seen.add(frozenset(done.failing))
+            self.counts.reused += 1
+            return done
+        if self.counts.budget_spent():
+            self.counts.interrupted = True
+            return None
+        start = time.monotonic()
+        entry = self._evaluate(key, strategy, tag, edits(), functions)
+        entry.seconds = round(time.monotonic() - start, 3)
+        self.journal.record(entry)
+        self.counts.evaluated += 1
+        return entry
+
+    def run(self, strategies: list[Strategy]) -> None:
+        """Single mutants first (shuffled per strategy by the seed), then pairs of the kept ones."""
+        settings = self.settings
+        combined_target = (settings.max_tasks + 2) // 5 if settings.combine else 0  # a fifth, rounded
+        singles: list[Entry] = []
+        for strategy in strategies:
+            sites = strategy.sites(self.files)
+            random.Random(f"{settings.seed}:{strategy.name}").shuffle(sites)
+            for site in sites:
+                if len(singles) >= settings.max_tasks - combined_target:
+                    break
+                entry = self.decide(site.id, strategy.name, strategy.tag, [f"{site.path}:{site.function}"],
+                                    partial(strategy.realise, site, self.files))
+                if entry is None:
+                    return
+                if entry.outcome == Outcome.KEPT:
+                    singles.append(entry)
+        pairs = [(a, b) for a, b in combinations(singles, 2) if not set(a.functions) & set(b.functions)]
+        random.Random(f"{settings.seed}:{COMBINED}").shuffle(pairs)
+        kept = len(singles)
+        for a, b in pairs[: PAIR_TRIES * (settings.max_tasks - kept)]:
+            if kept >= settings.max_tasks:
+                break
+            entry = self.decide(f"{a.key}+{b.key}", COMBINED, "mix", [*a.functions, *b.functions],
+                                partial(list, [*a.edits, *b.edits]))
+            if entry is None:
+                return
+            kept += entry.outcome == Outcome.KEPT
+
+    def _evaluate(self, key: str, strategy: str, tag: str, edits: list[Edit], functions: list[str]) -> Entry:
+        entry = Entry(key=key, strategy=strategy, outcome=Outcome.NOT_COMPILED, edits=edits, functions=functions)
+        by_path: dict[str, list[Edit]] = defaultdict(list)
+        for e in edits:
+            by_path[e.path].append(e)
+        mutant: dict[str, bytes] = {}
+        try:
+            for path, file_edits in sorted(by_path.items()):
+                mutant[path] = apply_edits(self.files[path], file_edits)
+                compile(mutant[path], path, "exec", dont_inherit=True)
+        except (SyntaxError, ValueError, OverlappingEditsError) as exc:
+            entry.detail = f"{type(exc).__name__}: {exc}".splitlines()[0]
+            return entry
+        if not mutant or all(mutant[p] == self.files[p] for p in mutant):
+            entry.detail = "no change"
+            return entry
+        entry.compiled = True
+        try:
+            for path, data in mutant.items():
+                self.sandbox.write_file(path, data)
+            run = run_suite(self.sandbox, self.env, self.timeout_s)
+        finally:
+            for path in mutant:
+                self.sandbox.write_file(path, self.files[path])
+        if run.timed_out:
+            entry.outcome = Outcome.TIMED_OUT
+            return entry
+        broken = sorted(t for t in self.baseline.passing if not run.passed(t))
+        still = sorted(t for t in self.baseline.passing if run.passed(t))
+        entry.failing, entry.broke = broken, bool(broken)
+        if not broken:
+            entry.outcome = Outcome.NO_BREAK
+        elif not still:
+            entry.outcome = Outcome.NONE_LEFT
+        elif frozenset(broken) in self.seen:
+            entry.outcome = Outcome.DUPLICATE
+        else:
+            entry.instance = self._task(key, strategy, tag, mutant, broken, still, run.log)
+            entry.outcome = Outcome.KEPT
+            try:
+                validate(self.env, entry.instance)
+            except InvalidTaskError as exc:
+                git(self.repo, "update-ref", "-d", _branch(entry.instance.instance_id))
+                entry.outcome, entry.detail, entry.instance = Outcome.INVALID, str(exc), None
+        if entry.outcome == Outcome.KEPT:
+            self.seen.add(frozenset(broken))
+        return entry
+
+    def _task(self, key: str, strategy: str, tag: str, mutant: dict[str, bytes], broken: list[str],
+              still: list[str], log: str) -> TaskInstance:
+        instance_id = f"{self.target.slug}-{tag}-{hashlib.sha1(key.encode()).hexdigest()[:8]}"
+        base = commit_files(self.repo, self.head, mutant, f"Task {instance_id}", _branch(instance_id))
+        patch = diff(self.repo, base, self.head, sorted(mutant))
+        return TaskInstance(
+            instance_id=instance_id, repo=self.target.repo, base_commit=base, patch=patch, test_patch="",
+            problem_statement=mutation_statement(log, broken, patch), created_at=self.date,
+            FAIL_TO_PASS=broken, PASS_TO_PASS=still, environment_setup_commit=self.head, gen_strategy=strategy,
+        )
+
+
+def _branch(instance_id: str) -> str:
+    return f"swedojo-gen/{instance_id}"
+
+
+def _baseline(sandbox: Sandbox, env: Environment, timeout_s: float) -> Baseline:
+    first, second = run_suite(sandbox, env, timeout_s), run_suite(sandbox, env, timeout_s)
+    flaky = flaky_between(first, second)
+    passing = sorted(t for t in first.statuses if first.passed(t) and t not in flaky)
+    return Baseline(statuses=first.statuses, passing=passing, flaky=sorted(flaky),
+                    seconds=round(max(first.seconds, second.seconds), 3))
+
+
+def generate_mutations(target: Target, settings: GenSettings, strategies: list[Strategy], counts: RunCounts) -> None:
+    """Inject bugs at the source's HEAD until `settings.max_tasks` tasks are kept (or candidates run out)."""
+    head = git(target.source, "rev-parse", "HEAD^{commit}").strip()
+    repo = prepare_repo(target, [head])
+    journal = Journal(target.out / "journal" / f"{target.slug}.mutations.jsonl",
+                      Header(repo=target.repo, mode="mutations", tip=head, seed=settings.seed))
+    env = environment_for(target.repo, head, repo)
+    files = source_files(repo, head)
+    sandbox = env.open(head)
+    try:
+        if journal.baseline is None:
+            journal.record_baseline(_baseline(sandbox, env, settings.timeout_s))
+        baseline = journal.baseline
+        assert baseline is not None
+        write_envspec(target, env.spec.model_copy(update={"test_status": baseline.statuses, "flaky_tests": baseline.flaky}))
+        if not baseline.passing:
+            raise NoPassingTestsError(f"{target.repo}@{head[:12]}: no test passes reliably; nothing can catch a mutant")
+        _Mutator(target, repo, head, env, sandbox, files, baseline, settings, journal, counts).run(strategies)
+    finally:
+        sandbox.close()

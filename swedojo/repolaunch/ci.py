@@ -1,0 +1,116 @@
+"""Read GitHub Actions workflows for the commands a project itself uses to install and test.
+
+CI files often name the exact install and test steps and the runtime versions the project
+supports. Files are read with YAML's base loader (every scalar stays a string: `3.10` does not
+become 3.1 and `on:` does not become True), and anything odd in a file is skipped, not fatal.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, Field
+
+_INSTALL = re.compile(
+    r"\b(pip3?|uv pip|uv) (install|sync)\b|\bpoetry install\b|\bpipenv install\b|\bnpm (ci|install)\b"
+    r"|\byarn( install)?$|\byarn install\b|\bpnpm (i|install)\b|\bgo (mod download|get)\b|\bcargo (build|fetch)\b"
+    r"|\bmvn\b.*\binstall\b|\bapt(-get)? install\b|\bcmake\b|\b\./configure\b"
+)
+_TEST = re.compile(
+    r"\bpytest\b|\btox\b|\bnox\b|\b(npm|yarn|pnpm)( run)? test\b|\bgo test\b|\bcargo test\b|\bctest\b"
+    r"|\bmake (test|check)\b|\bmvn\b.*\b(test|verify)\b|\bgradlew?\b.*\b(test|check)\b|\bunittest\b"
+)
+_VERSION_KEYS = {
+    "python": ("python-version", "python", "python_version", "py"),
+    "node": ("node-version", "node", "node_version"),
+    "go": ("go-version", "go", "go_version"),
+    "java": ("java-version", "java", "jdk"),
+}
+
+
+class CiCommand(BaseModel):
+    """One shell line from a workflow `run:` step."""
+
+    file: str
+    """Workflow path relative to the repository root."""
+    kind: str
+    """`install` or `test`."""
+    command: str
+    """The line, continuations joined."""
+
+
+class CiFindings(BaseModel):
+    """What the workflows say about installing, testing and runtime versions."""
+
+    commands: list[CiCommand] = Field(default_factory=list)
+    """Install and test lines, in file order."""
+    versions: dict[str, list[str]] = Field(default_factory=dict)
+    """Runtime -> versions named in matrices and setup steps (`python` -> ["3.10", "3.11"])."""
+    unreadable: list[str] = Field(default_factory=list)
+    """Workflow files that did not parse."""
+
+
+def _walk(node: Any) -> Iterator[dict[str, Any]]:
+    """Every mapping in a YAML tree."""
+    if isinstance(node, dict):
+        yield node
+        for value in node.values():
+            yield from _walk(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _walk(value)
+
+
+def _version(value: str, runtime: str) -> str | None:
+    """A plain version ("3.11", "18.x", "1.21.4", "17") cut to the part that picks a toolchain."""
+    match = re.fullmatch(r"v?(\d+)(?:\.(\d+))?(?:\.[\dx*]+)?(?:-dev)?|v?(\d+)\.x", value.strip())
+    if not match:
+        return None
+    if match.group(3):
+        return match.group(3)
+    major, minor = match.group(1), match.group(2)
+    if runtime in ("python", "go") and minor is not None:
+        return f"{major}.{minor}"
+    return major
+
+
+def _run_lines(script: str) -> Iterator[str]:
+    joined = re.sub(r"\s*\\\n\s*", " ", script)
+    for line in joined.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            yield line
+
+
+def read_workflows(root: Path) -> CiFindings:
+    """Scan `.github/workflows/*.yml|yaml` under `root`."""
+    findings = CiFindings()
+    folder = root / ".github" / "workflows"
+    files = sorted([*folder.glob("*.yml"), *folder.glob("*.yaml")]) if folder.is_dir() else []
+    for path in files:
+        rel = str(path.relative_to(root))
+        try:
+            tree = yaml.load(path.read_text(errors="replace"), Loader=yaml.BaseLoader)
+        except yaml.YAMLError:
+            findings.unreadable.append(rel)
+            continue
+        for mapping in _walk(tree):
+            run = mapping.get("run")
+            if isinstance(run, str):
+                for line in _run_lines(run):
+                    kind = "test" if _TEST.search(line) else "install" if _INSTALL.search(line) else ""
+                    if kind:
+                        findings.commands.append(CiCommand(file=rel, kind=kind, command=line))
+            for runtime, keys in _VERSION_KEYS.items():
+                for key in keys:
+                    values = mapping.get(key)
+                    for value in values if isinstance(values, list) else [values]:
+                        version = _version(value, runtime) if isinstance(value, str) else None
+                        seen = findings.versions.setdefault(runtime, []) if version else []
+                        if version and version not in seen:
+                            seen.append(version)
+    return findings

@@ -1,0 +1,122 @@
+"""`dojo launch`: build and validate an environment, with a live view of the steps and the log."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.console import Console, Group
+from rich.live import Live
+from rich.panel import Panel
+from rich.spinner import Spinner
+from rich.table import Table
+from rich.text import Text
+
+from swedojo.repolaunch.buildlog import BuildLog
+from swedojo.repolaunch.errors import LaunchError, RebuildMismatchError
+from swedojo.repolaunch.launch import (
+    BACKENDS,
+    UnsupportedBackendError,
+    default_backend,
+    launch,
+    rebuild,
+)
+from swedojo.schema import EnvSpec
+
+console = Console(stderr=True)
+SHOWN_STEPS = 6
+"""Finished steps listed above the running one."""
+
+
+class Progress:
+    """Rendered by rich's refresh thread: the last steps with their times, the running one with a
+    spinner, total elapsed time, and the tail of the build log."""
+
+    def __init__(self, log: BuildLog, title: str) -> None:
+        self.log = log
+        self.title = title
+        self.spinner = Spinner("dots")
+
+    def __rich__(self) -> Panel:
+        timeline = self.log.timeline()
+        steps = Table.grid(padding=(0, 1))
+        steps.add_column(width=2)
+        steps.add_column(ratio=1, no_wrap=True, overflow="ellipsis")
+        steps.add_column(justify="right")
+        for name, seconds in timeline[-SHOWN_STEPS - 1:-1]:
+            steps.add_row(Text("✓", style="green"), Text(name, style="dim"), Text(f"{seconds:.1f}s", style="dim"))
+        name, seconds = timeline[-1]
+        steps.add_row(self.spinner, Text(name, style="bold"), f"{seconds:.1f}s")
+        tail = Text("\n".join(line[:160] for line in self.log.tail(8)), style="dim")
+        return Panel(Group(steps, Text(""), tail), title=f"{self.title}  {self.log.elapsed:5.1f}s", title_align="left")
+
+
+def _live(log: BuildLog, title: str) -> Live:
+    return Live(Progress(log, title), console=console, refresh_per_second=4, transient=True)
+
+
+def _fail(exc: LaunchError) -> typer.Exit:
+    console.print(f"[red]launch failed at stage {exc.stage}:[/red] {exc.message}")
+    console.print(f"build log: {exc.log_path}")
+    return typer.Exit(1)
+
+
+def launch_command(
+    repo: str = typer.Argument(..., help="Local path, git URL, or owner/name (with --mirror)."),
+    commit: str = typer.Option("", help="Commit to build for (default: HEAD)."),
+    out: Path = typer.Option(..., help="Directory for envspec.json, analysis.json and build.log."),
+    backend: str = typer.Option("auto", help="docker (layered images), local (venv) or auto: docker where an "
+                                             "engine answers."),
+    mirror: Path | None = typer.Option(None, help="Directory of local mirrors for owner/name repos."),
+    rebuild_: bool = typer.Option(False, "--rebuild", help="Then build every layer again from scratch from "
+                                  "OUT/envspec.json alone and check the tests give the same statuses."),
+) -> None:
+    """Build (or reuse) the environment of REPO at a commit, run its tests twice, write its EnvSpec."""
+    chosen = default_backend() if backend == "auto" else backend
+    if chosen not in BACKENDS:
+        raise typer.BadParameter(f"unknown backend {backend!r}; choose auto, {', '.join(BACKENDS)}", param_hint="--backend")
+    out.mkdir(parents=True, exist_ok=True)
+    spec_path = out / "envspec.json"
+    if not (rebuild_ and spec_path.is_file()):
+        _launch(repo, out, commit, chosen, mirror)
+    if rebuild_:
+        _rebuild(EnvSpec.model_validate_json(spec_path.read_text()), out, mirror)
+    typer.echo(str(spec_path))
+
+
+def _launch(repo: str, out: Path, commit: str, backend: str, mirror: Path | None) -> EnvSpec:
+    log = BuildLog(out / "build.log")
+    try:
+        with _live(log, f"launch {repo} ({backend})"):
+            spec = launch(repo, out, commit=commit, backend=backend, mirror=mirror, log=log)
+    except UnsupportedBackendError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--backend") from exc
+    except LaunchError as exc:
+        raise _fail(exc) from exc
+    finally:
+        log.close()
+    passed = sum(1 for status in spec.test_status.values() if status.counts_as_pass)
+    where = f"image {spec.image}" if spec.image else "local venv"
+    console.print(f"[green]environment ready[/green] in {log.elapsed:.1f}s ({where}): {spec.language} "
+                  f"{spec.runtime_version}, {len(spec.test_status)} tests ({passed} pass, {len(spec.flaky_tests)} "
+                  f"flaky, {len(spec.network_tests)} need the network)")
+    return spec
+
+
+def _rebuild(spec: EnvSpec, out: Path, mirror: Path | None) -> None:
+    log = BuildLog(out / "rebuild.log")
+    try:
+        with _live(log, f"rebuild {spec.repo} from its EnvSpec (no cache)"):
+            report = rebuild(spec, out, mirror=mirror, log=log)
+    except LaunchError as exc:
+        raise _fail(exc) from exc
+    finally:
+        log.close()
+    if not report.same:
+        for test, (before, after) in report.differences.items():
+            console.print(f"  {test}: {before} -> {after}")
+        raise _fail(RebuildMismatchError(f"{len(report.differences)} test(s) changed status after the rebuild",
+                                         out / "rebuild.log"))
+    console.print(f"[green]rebuilt from the EnvSpec[/green] in {log.elapsed:.1f}s: the same status for all "
+                  f"{len(spec.test_status) - len(report.ignored)} compared tests ({len(report.ignored)} flaky or "
+                  "network tests left out)")

@@ -1,0 +1,717 @@
+"""Analysis, rules first: language, build system, runtime version, install and test commands.
+
+`analyse(root, date)` reads a work tree (and its CI workflows) and returns a `RepoAnalysis` that
+says which file said what. It never runs the project: building is the launcher's job. `date` is
+the commit date: it bounds the runtime versions (no Python 3.12 for a 2021 commit) and pins
+Python dependency resolution to packages uploaded before it.
+"""
+
+from __future__ import annotations
+
+import configparser
+import json
+import re
+import shlex
+import tomllib
+from datetime import UTC, date, datetime
+from pathlib import Path
+from typing import Any
+
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from pydantic import BaseModel, Field
+
+from swedojo.repolaunch.ci import CiFindings, read_workflows
+
+PYTHON_RELEASES = {
+    "3.6": date(2016, 12, 23), "3.7": date(2018, 6, 27), "3.8": date(2019, 10, 14),
+    "3.9": date(2020, 10, 5), "3.10": date(2021, 10, 4), "3.11": date(2022, 10, 24),
+    "3.12": date(2023, 10, 2), "3.13": date(2024, 10, 7), "3.14": date(2025, 10, 7),
+}
+NODE_LTS = {"12": date(2019, 4, 23), "14": date(2020, 4, 21), "16": date(2021, 4, 20),
+            "18": date(2022, 4, 19), "20": date(2023, 4, 18), "22": date(2024, 4, 24),
+            "24": date(2025, 5, 6)}
+JAVA_LTS = {"8": date(2014, 3, 18), "11": date(2018, 9, 25), "17": date(2021, 9, 14),
+            "21": date(2023, 9, 19), "25": date(2025, 9, 16)}
+TEST_EXTRAS = ("test", "tests", "testing")
+DEV_EXTRAS = ("dev", "develop", "development")
+
+
+class NoBuildSystemError(Exception):
+    """No file the rules know says how to build or test the repository."""
+
+
+class Evidence(BaseModel):
+    """One fact a rule read, and where."""
+
+    file: str
+    """Path relative to the repository root."""
+    says: str
+    """What the rule took from it."""
+
+
+class RepoAnalysis(BaseModel):
+    """How to set a repository up, as read from its files."""
+
+    language: str
+    """python, javascript, typescript, go, rust, java, c or cpp."""
+    build_system: str
+    """What the setup is driven by: pyproject, setup.py, npm, cargo, maven, cmake, make, ..."""
+    runtime_version: str = ""
+    """Chosen interpreter/toolchain version (Python "3.11", Node "20", Go "1.22", Java "17")."""
+    runtime_allowed: list[str] = Field(default_factory=list)
+    """Every version the metadata accepts, preferred first (the local mode takes the first it has)."""
+    debian_release: str = "bookworm"
+    """Debian release for the base image, chosen for the runtime."""
+    install_commands: list[str] = Field(default_factory=list)
+    """Dependency layer: depends only on dependency files and the date, so commits share it."""
+    rebuild_commands: list[str] = Field(default_factory=list)
+    """Repo layer: run on every fresh checkout after the dependency layer (install/build the project)."""
+    test_command: str = ""
+    """Runs the whole suite; test ids may be appended."""
+    log_parser: str = ""
+    """Parser name in `parsers.PARSERS` for the test command's output."""
+    resolution_date: str = ""
+    """Dependencies are resolved as of this instant (ISO 8601, UTC); empty = latest."""
+    dependency_files: list[str] = Field(default_factory=list)
+    """Files whose content decides the dependency layer (its cache key)."""
+    ci_commands: list[str] = Field(default_factory=list)
+    """Install and test lines found in CI workflows, for reference and for a setup agent."""
+    evidence: list[Evidence] = Field(default_factory=list)
+    """Which file said what."""
+
+    def note(self, file: str, says: str) -> None:
+        self.evidence.append(Evidence(file=file, says=says))
+
+
+# --- small readers -------------------------------------------------------------------------------
+
+def _toml(path: Path) -> dict[str, Any]:
+    try:
+        return tomllib.loads(path.read_text(errors="replace"))
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}
+
+
+def _ini(path: Path) -> configparser.ConfigParser:
+    parser = configparser.ConfigParser(interpolation=None, strict=False)
+    try:
+        parser.read_string(path.read_text(errors="replace"))
+    except configparser.Error:
+        pass
+    return parser
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def _lines(value: str) -> list[str]:
+    return [line.strip() for line in value.splitlines() if line.strip() and not line.strip().startswith("#")]
+
+
+def _instant(when: datetime | None) -> str:
+    if when is None:
+        return ""
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _newest(releases: dict[str, date], when: datetime | None) -> list[str]:
+    """Versions out by `when`, newest first."""
+    day = when.date() if when else None
+    out = [v for v, released in releases.items() if day is None or released <= day]
+    return sorted(out, key=lambda v: tuple(int(p) for p in v.split(".")), reverse=True)
+
+
+def debian_release(language: str, version: str) -> str:
+    """Debian release whose libraries match the runtime's era (and ship its toolchain)."""
+    try:
+        parts = tuple(int(p) for p in version.split(".")[:2])
+    except ValueError:
+        return "bookworm"
+    if language == "python" and parts:
+        return "bullseye" if parts <= (3, 9) else "bookworm" if parts <= (3, 11) else "trixie"
+    if language == "java" and parts:
+        return "bullseye" if parts[0] <= 11 else "bookworm" if parts[0] <= 17 else "trixie"
+    return "bookworm"
+
+
+# --- Python --------------------------------------------------------------------------------------
+
+def _poetry_constraint(value: str) -> str:
+    """Poetry's "^3.8" / "~3.8" as a PEP 440 specifier."""
+    value = value.strip()
+    if value.startswith("^"):
+        major = value[1:].split(".")[0]
+        return f">={value[1:]},<{int(major) + 1}"
+    if value.startswith("~") and not value.startswith("~="):
+        parts = value[1:].split(".")
+        return f">={value[1:]},<{parts[0]}.{int(parts[1]) + 1}" if len(parts) > 1 else f">={value[1:]}"
+    if re.fullmatch(r"[\d.]+", value):
+        return f"=={value}.*"
+    return "" if value == "*" else value
+
+
+def _requirement_name(item: str) -> str:
+    try:
+        return Requirement(item).name.lower()
+    except InvalidRequirement:
+        return ""
+
+
+def _spec_allows(spec: str, version: str) -> bool:
+    try:
+        specifier = SpecifierSet(spec)
+    except InvalidSpecifier:
+        return True
+    return any(specifier.contains(f"{version}.{patch}", prereleases=True) for patch in (0, 99))
+
+
+def _expand_braces(text: str) -> list[str]:
+    match = re.search(r"\{([^{}]*)\}", text)
+    if not match:
+        return [text]
+    return [out for choice in match.group(1).split(",")
+            for out in _expand_braces(text[:match.start()] + choice + text[match.end():])]
+
+
+def _tox_versions(envlist: str) -> list[str]:
+    versions = []
+    for expanded in _expand_braces(envlist):
+        for env in re.split(r"[,\s]+", expanded):
+            for factor in env.split("-"):
+                match = re.fullmatch(r"py3(\d+)", factor)
+                if match and f"3.{match.group(1)}" not in versions:
+                    versions.append(f"3.{match.group(1)}")
+    return versions
+
+
+class _PythonPlan:
+    """Collects what the Python files say; `build()` turns it into a RepoAnalysis."""
+
+    def __init__(self, root: Path, ci: CiFindings, when: datetime | None, out: RepoAnalysis) -> None:
+        self.root, self.ci, self.when, self.out = root, ci, when, out
+        self.requirement_files: list[str] = []
+        self.packages: list[str] = []
+        self.extras: list[str] = []
+        self.groups: list[str] = []
+        self.build_requires: list[str] = []
+        self.install_project = False  # pip has to build "." to learn its dependencies
+        self.editable = False
+        self.requires_python: list[tuple[str, str]] = []  # (file, specifier)
+        self.listed: dict[str, list[str]] = {}  # file -> versions it names
+
+    def _add(self, items: list[str], item: str) -> None:
+        if item and item not in items:
+            items.append(item)
+
+    def read(self) -> None:
+        self._pyproject()
+        self._setup_py()
+        self._setup_cfg()
+        self._requirements()
+        self._tox()
+        self._nox()
+        self._pipfile()
+        self._ci()
+        pin = self.root / ".python-version"
+        if pin.is_file() and (match := re.match(r"(\d+\.\d+)", _text(pin).strip())):
+            self.listed[".python-version"] = [match.group(1)]
+            self.out.note(".python-version", f"python {match.group(1)}")
+
+    def _pyproject(self) -> None:
+        path = self.root / "pyproject.toml"
+        if not path.is_file():
+            return
+        data = _toml(path)
+        self.out.dependency_files.append("pyproject.toml")
+        build = data.get("build-system", {})
+        project = data.get("project", {})
+        poetry = data.get("tool", {}).get("poetry", {})
+        if not (build or project or poetry):
+            self.out.note("pyproject.toml", "tool configuration only, no project table")
+            return
+        self.editable = True
+        requires = build.get("requires", ["setuptools>=40.8.0", "wheel"])
+        for item in requires:
+            self._add(self.build_requires, item)
+        if any(re.match(r"setuptools\b", r) for r in requires) and not any(re.match(r"wheel\b", r) for r in requires):
+            self._add(self.build_requires, "wheel")  # setuptools < 70.1 asks for it at build time
+        self.out.note("pyproject.toml", f"build-system requires {', '.join(requires)}")
+        if project.get("requires-python"):
+            self.requires_python.append(("pyproject.toml", project["requires-python"]))
+        self._classifiers("pyproject.toml", "\n".join(project.get("classifiers", [])))
+        optional = project.get("optional-dependencies", {})
+        wanted = [e for e in TEST_EXTRAS if e in optional] or [e for e in DEV_EXTRAS if e in optional]
+        if project and "dependencies" not in project.get("dynamic", []) and "optional-dependencies" not in project.get("dynamic", []):
+            name = project.get("name", "")
+            for item in self._expand_extras(project.get("dependencies", []), optional, name):
+                self._add(self.packages, item)
+            for extra in wanted:
+                for item in self._expand_extras(optional.get(extra, []), optional, name):
+                    self._add(self.packages, item)
+            self.out.note("pyproject.toml", f"static dependencies{' + extras ' + ', '.join(wanted) if wanted else ''}")
+        else:
+            self.install_project = True
+            self.extras.extend(wanted)
+        groups = data.get("dependency-groups", {})
+        for group in [g for g in TEST_EXTRAS if g in groups] or [g for g in DEV_EXTRAS if g in groups]:
+            self._add(self.groups, group)
+            self.out.note("pyproject.toml", f"dependency group {group}")
+        if poetry:
+            self._poetry(poetry)
+
+    def _expand_extras(self, items: list[str], optional: dict[str, list[str]], name: str,
+                       seen: frozenset[str] = frozenset()) -> list[str]:
+        """Requirements with self-references ("pkg[test]") replaced by those extras' contents."""
+        out = []
+        for item in items:
+            try:
+                req = Requirement(item)
+            except InvalidRequirement:
+                continue
+            if name and req.name.lower().replace("_", "-") == name.lower().replace("_", "-"):
+                for extra in sorted(req.extras - seen):
+                    out.extend(self._expand_extras(optional.get(extra, []), optional, name, seen | req.extras))
+            else:
+                out.append(item)
+        return out
+
+    def _poetry(self, poetry: dict[str, Any]) -> None:
+        python = poetry.get("dependencies", {}).get("python")
+        if isinstance(python, str) and (spec := _poetry_constraint(python)):
+            self.requires_python.append(("pyproject.toml", spec))
+        tables = [poetry.get("dev-dependencies", {})]
+        groups = poetry.get("group", {})
+        tables += [groups[g].get("dependencies", {}) for g in (*TEST_EXTRAS, *DEV_EXTRAS) if g in groups]
+        for table in tables:
+            for name, value in table.items():
+                constraint = _poetry_constraint(value) if isinstance(value, str) else ""
+                self._add(self.packages, f"{name}{constraint}" if constraint and constraint[0] in "<>=!~" else name)
+        if poetry.get("dependencies"):
+            self.install_project = True
+            self.out.note("pyproject.toml", "poetry project: dependencies come from building it")
+
+    def _classifiers(self, file: str, text: str) -> None:
+        versions = sorted(set(re.findall(r"Programming Language :: Python :: (3\.\d+)", text)),
+                          key=lambda v: int(v.split(".")[1]))
+        if versions:
+            self.listed[file] = versions
+            self.out.note(file, f"classifiers name python {', '.join(versions)}")
+
+    def _setup_py(self) -> None:
+        path = self.root / "setup.py"
+        if not path.is_file():
+            return
+        text = _text(path)
+        self.out.dependency_files.append("setup.py")
+        self.editable = True
+        self.install_project = True
+        if not self.build_requires:
+            self.build_requires = ["setuptools", "wheel"]
+        if match := re.search(r"python_requires\s*=\s*['\"]([^'\"]+)['\"]", text):
+            self.requires_python.append(("setup.py", match.group(1)))
+        self._classifiers("setup.py", text)
+        block = re.search(r"extras_require\s*=\s*(?:dict\()?\{?(.*?)[})]", text, re.DOTALL)
+        keys = re.findall(r"['\"]?(\w+)['\"]?\s*[:=]", block.group(1)) if block else []
+        for extra in [e for e in TEST_EXTRAS if e in keys] or [e for e in DEV_EXTRAS if e in keys]:
+            self._add(self.extras, extra)
+        self.out.note("setup.py", "setuptools project" + (f"; extras {', '.join(self.extras)}" if self.extras else ""))
+
+    def _setup_cfg(self) -> None:
+        path = self.root / "setup.cfg"
+        if not path.is_file():
+            return
+        cfg = _ini(path)
+        self.out.dependency_files.append("setup.cfg")
+        if cfg.has_option("options", "python_requires"):
+            self.requires_python.append(("setup.cfg", cfg.get("options", "python_requires")))
+        if cfg.has_option("metadata", "classifiers"):
+            self._classifiers("setup.cfg", cfg.get("metadata", "classifiers"))
+        if cfg.has_section("options.extras_require"):
+            keys = cfg.options("options.extras_require")
+            for extra in [e for e in TEST_EXTRAS if e in keys] or [e for e in DEV_EXTRAS if e in keys]:
+                self._add(self.extras, extra)
+                self.out.note("setup.cfg", f"extra {extra}")
+
+    def _requirements(self) -> None:
+        candidates = sorted({*self.root.glob("*requirements*.txt"), *self.root.glob("requirements/*.txt")})
+        for path in candidates:
+            rel = str(path.relative_to(self.root))
+            name = rel.lower()
+            if re.search(r"doc|lint|style|release|publish|bench", name):
+                continue
+            if rel == "requirements.txt" or re.search(r"test|dev|ci|base|requirements/(main|common)", name):
+                self._add(self.requirement_files, rel)
+        for rel in self.requirement_files:
+            self.out.dependency_files.append(rel)
+            self.out.note(rel, "requirements file")
+
+    def _tox(self) -> None:
+        path = self.root / "tox.ini"
+        if not path.is_file():
+            return
+        cfg = _ini(path)
+        self.out.dependency_files.append("tox.ini")
+        if cfg.has_option("tox", "envlist"):
+            versions = _tox_versions(cfg.get("tox", "envlist"))
+            if versions:
+                self.listed["tox.ini"] = versions
+                self.out.note("tox.ini", f"envlist names python {', '.join(versions)}")
+        if cfg.has_option("testenv", "deps"):
+            for line in _lines(cfg.get("testenv", "deps")):
+                if re.match(r"^[\w,{}\-]+:\s", line):
+                    continue  # factor-conditional: belongs to one env only
+                line = line.replace("{toxinidir}/", "").replace("{toxinidir}", ".")
+                if line.startswith("-r"):
+                    rel = line[2:].strip()
+                    if (self.root / rel).is_file():
+                        self._add(self.requirement_files, rel)
+                        self._add(self.out.dependency_files, rel)
+                elif not line.startswith("-"):
+                    self._add(self.packages, line)
+            self.out.note("tox.ini", "testenv deps")
+        if cfg.has_option("testenv", "commands"):
+            self.out.note("tox.ini", f"testenv commands: {'; '.join(_lines(cfg.get('testenv', 'commands')))}")
+        if cfg.has_option("testenv", "extras"):
+            for extra in re.split(r"[,\s]+", cfg.get("testenv", "extras").strip()):
+                self._add(self.extras, extra)
+
+    def _nox(self) -> None:
+        path = self.root / "noxfile.py"
+        if not path.is_file():
+            return
+        self.out.dependency_files.append("noxfile.py")
+        for call in re.findall(r"session\.install\(([^)]*)\)", _text(path)):
+            args = re.findall(r"['\"]([^'\"]+)['\"]", call)
+            for i, arg in enumerate(args):
+                if arg == "-r" and i + 1 < len(args) and (self.root / args[i + 1]).is_file():
+                    self._add(self.requirement_files, args[i + 1])
+                elif match := re.fullmatch(r"\.\[([\w,]+)\]", arg):
+                    for extra in match.group(1).split(","):
+                        self._add(self.extras, extra)
+                elif not arg.startswith("-") and arg != "." and (i == 0 or args[i - 1] != "-r"):
+                    self._add(self.packages, arg)
+        self.out.note("noxfile.py", "session.install calls")
+
+    def _pipfile(self) -> None:
+        path = self.root / "Pipfile"
+        if not path.is_file():
+            return
+        data = _toml(path)
+        self.out.dependency_files.append("Pipfile")
+        sections = ["dev-packages"] + ([] if self.editable else ["packages"])
+        for section in sections:
+            for name, value in data.get(section, {}).items():
+                version = value if isinstance(value, str) else value.get("version", "*") if isinstance(value, dict) else "*"
+                self._add(self.packages, name if version == "*" else f"{name}{version}")
+        if python := data.get("requires", {}).get("python_version"):
+            self.listed["Pipfile"] = [str(python)]
+        self.out.note("Pipfile", f"{' and '.join(sections)}")
+
+    def _ci(self) -> None:
+        for cmd in self.ci.commands:
+            if not re.search(r"\bpip3? install\b", cmd.command):
+                continue
+            try:
+                words = shlex.split(cmd.command)
+            except ValueError:
+                continue
+            for i, word in enumerate(words):
+                if word in ("-r", "--requirement") and i + 1 < len(words) and (self.root / words[i + 1]).is_file():
+                    self._add(self.requirement_files, words[i + 1])
+                    self._add(self.out.dependency_files, words[i + 1])
+                    self.out.note(cmd.file, f"installs -r {words[i + 1]}")
+                elif match := re.fullmatch(r"(?:-e)?\.\[([\w,\-]+)\]", word):
+                    for extra in match.group(1).split(","):
+                        self._add(self.extras, extra)
+                    self.out.note(cmd.file, f"installs extras {match.group(1)}")
+        if versions := self.ci.versions.get("python"):
+            self.listed["ci"] = versions
+            self.out.note(".github/workflows", f"CI runs python {', '.join(versions)}")
+
+    def choose_runtime(self) -> None:
+        allowed = _newest(PYTHON_RELEASES, self.when)
+        for file, spec in self.requires_python:
+            narrowed = [v for v in allowed if _spec_allows(spec, v)]
+            if narrowed:
+                allowed = narrowed
+                self.out.note(file, f"requires-python {spec}")
+            else:
+                self.out.note(file, f"requires-python {spec} matches no known release by the commit date; ignored")
+        listed = {v for versions in self.listed.values() for v in versions}
+        preferred = [v for v in allowed if v in listed]
+        self.out.runtime_allowed = preferred + [v for v in allowed if v not in listed]
+        self.out.runtime_version = self.out.runtime_allowed[0] if allowed else "3.11"
+        self.out.debian_release = debian_release("python", self.out.runtime_version)
+
+    def build(self) -> None:
+        out = self.out
+        self.choose_runtime()
+        when = ["--uploaded-prior-to", out.resolution_date] if out.resolution_date else []
+        if self.build_requires and self.editable:
+            out.install_commands.append(shlex.join(["pip", "install", *when, *self.build_requires]))
+        packages = list(self.packages)
+        if not any(_requirement_name(p) == "pytest" for p in packages):
+            packages.append("pytest")
+        args = ["pip", "install", *when, *packages]
+        for rel in self.requirement_files:
+            args += ["-r", rel]
+        for group in self.groups:
+            args += ["--group", group]
+        if self.install_project:
+            args.append(f".[{','.join(self.extras)}]" if self.extras else ".")
+        out.install_commands.append(shlex.join(args))
+        if self.editable:
+            out.rebuild_commands.append("pip install --no-deps --no-build-isolation -e .")
+        out.test_command = "python -m pytest -rA -v -p no:cacheprovider"
+        out.log_parser = "pytest"
+
+
+def _python(root: Path, ci: CiFindings, when: datetime | None, build_system: str) -> RepoAnalysis:
+    out = RepoAnalysis(language="python", build_system=build_system, resolution_date=_instant(when))
+    plan = _PythonPlan(root, ci, when, out)
+    plan.read()
+    plan.build()
+    return out
+
+
+# --- JavaScript / TypeScript ---------------------------------------------------------------------
+
+def _node(root: Path, ci: CiFindings, when: datetime | None) -> RepoAnalysis:
+    try:
+        package = json.loads(_text(root / "package.json"))
+    except json.JSONDecodeError:
+        package = {}
+    deps = {**package.get("dependencies", {}), **package.get("devDependencies", {})}
+    language = "typescript" if (root / "tsconfig.json").is_file() or "typescript" in deps else "javascript"
+    out = RepoAnalysis(language=language, build_system="npm", dependency_files=["package.json"],
+                       resolution_date=_instant(when))
+    locks = [("package-lock.json", "npm", "npm ci"), ("npm-shrinkwrap.json", "npm", "npm ci"),
+             ("pnpm-lock.yaml", "pnpm", "pnpm install --frozen-lockfile"),
+             ("yarn.lock", "yarn", "yarn install --immutable" if (root / ".yarnrc.yml").is_file()
+              else "yarn install --frozen-lockfile"),
+             ("bun.lockb", "bun", "bun install --frozen-lockfile")]
+    for lock, tool, command in locks:
+        if (root / lock).is_file():
+            out.build_system = tool
+            out.install_commands = [command]
+            out.dependency_files.append(lock)
+            out.note(lock, f"lock file: install with {command}")
+            break
+    else:
+        before = f" --before={out.resolution_date}" if out.resolution_date else ""
+        out.install_commands = [f"npm install{before}"]
+        out.note("package.json", "no lock file: npm install resolves afresh" + (" as of the commit date" if before else ""))
+    scripts = package.get("scripts", {})
+    test_script = scripts.get("test", "")
+    if test_script:
+        out.note("package.json", f"scripts.test: {test_script}")
+    if "vitest" in deps or "vitest" in test_script:
+        out.test_command, out.log_parser = "npx vitest run --reporter=json", "vitest"
+    elif "jest" in deps or "jest" in test_script:
+        out.test_command, out.log_parser = "npx jest --ci --json", "jest"
+    elif "node --test" in test_script or "node:test" in test_script:
+        out.test_command, out.log_parser = "node --test --test-reporter=tap", "tap"
+    elif "mocha" in deps or "mocha" in test_script:
+        out.test_command, out.log_parser = "npx mocha --reporter tap", "tap"
+    elif "tap" in deps or "tape" in deps:
+        out.test_command, out.log_parser = "npm test", "tap"
+    else:
+        out.test_command = "npm test"
+        out.note("package.json", "no known test runner: results cannot be parsed per test")
+    if "build" in scripts:
+        out.rebuild_commands = [f"{'npm' if out.build_system == 'bun' else out.build_system} run build"]
+    candidates = _newest(NODE_LTS, when)
+    wanted = ""
+    for file in (".nvmrc", ".node-version"):
+        if (root / file).is_file() and (match := re.match(r"v?(\d+)", _text(root / file).strip())):
+            wanted = match.group(1)
+            out.note(file, f"node {wanted}")
+    engines = package.get("engines", {}).get("node", "")
+    if engines and not wanted:
+        out.note("package.json", f"engines.node {engines}")
+        low = re.search(r">=?\s*v?(\d+)", engines)
+        exact = re.fullmatch(r"[\^~]?v?(\d+)(?:\.[\dx*]+)*", engines.strip())
+        if exact:
+            wanted = exact.group(1)
+        elif low:
+            newer = [v for v in candidates if int(v) >= int(low.group(1))]
+            wanted = newer[0] if newer else low.group(1)
+    if not wanted and (versions := ci.versions.get("node")):
+        wanted = max(versions, key=int)
+        out.note(".github/workflows", f"CI runs node {', '.join(versions)}")
+    out.runtime_version = wanted or (candidates[0] if candidates else "20")
+    out.runtime_allowed = [out.runtime_version]
+    return out
+
+
+# --- Go, Rust, Java, C/C++ -----------------------------------------------------------------------
+
+def _go(root: Path, ci: CiFindings) -> RepoAnalysis:
+    out = RepoAnalysis(language="go", build_system="go modules", dependency_files=["go.mod"],
+                       install_commands=["go mod download"], test_command="go test -json ./...",
+                       log_parser="gotest")
+    text = _text(root / "go.mod")
+    if (root / "go.sum").is_file():
+        out.dependency_files.append("go.sum")
+    toolchain = re.search(r"^toolchain go(\d+\.\d+)", text, re.MULTILINE)
+    directive = re.search(r"^go (\d+\.\d+)", text, re.MULTILINE)
+    if toolchain or directive:
+        out.runtime_version = (toolchain or directive).group(1)
+        out.note("go.mod", f"{'toolchain' if toolchain else 'go directive'} {out.runtime_version}")
+    elif versions := ci.versions.get("go"):
+        out.runtime_version = max(versions, key=lambda v: tuple(int(p) for p in v.split(".")))
+    out.runtime_allowed = [out.runtime_version] if out.runtime_version else []
+    return out
+
+
+def _rust(root: Path) -> RepoAnalysis:
+    out = RepoAnalysis(language="rust", build_system="cargo", dependency_files=["Cargo.toml"],
+                       install_commands=["cargo fetch"], rebuild_commands=["cargo build --tests"],
+                       test_command="cargo test --no-fail-fast", log_parser="cargo", runtime_version="stable")
+    if (root / "Cargo.lock").is_file():
+        out.dependency_files.append("Cargo.lock")
+    for file in ("rust-toolchain.toml", "rust-toolchain"):
+        path = root / file
+        if path.is_file():
+            channel = _toml(path).get("toolchain", {}).get("channel") if file.endswith(".toml") else _text(path).strip()
+            if channel:
+                out.runtime_version = str(channel)
+                out.note(file, f"toolchain {channel}")
+                break
+    else:
+        version = _toml(root / "Cargo.toml").get("package", {}).get("rust-version")
+        if isinstance(version, str):
+            out.runtime_version = version
+            out.note("Cargo.toml", f"rust-version {version}")
+    out.runtime_allowed = [out.runtime_version]
+    return out
+
+
+def _java(root: Path, ci: CiFindings, when: datetime | None) -> RepoAnalysis:
+    version = ""
+    if (root / "pom.xml").is_file():
+        out = RepoAnalysis(language="java", build_system="maven", dependency_files=["pom.xml"],
+                           install_commands=["mvn -B -q dependency:go-offline"],
+                           rebuild_commands=["mvn -B -q -DskipTests compile"],
+                           test_command="mvn -B -fae test; status=$?; "
+                                        "find . -path '*/surefire-reports/TEST-*.xml' -exec cat {} +; exit $status",
+                           log_parser="surefire")
+        pom = _text(root / "pom.xml")
+        for key in ("maven.compiler.release", "release", "java.version", "maven.compiler.source"):
+            if match := re.search(rf"<{re.escape(key)}>\s*(?:1\.)?(\d+)\s*<", pom):
+                version = match.group(1)
+                out.note("pom.xml", f"{key} {version}")
+                break
+    else:
+        build = next(p for p in ("build.gradle.kts", "build.gradle") if (root / p).is_file())
+        gradle = "./gradlew" if (root / "gradlew").is_file() else "gradle"
+        out = RepoAnalysis(language="java", build_system="gradle", dependency_files=[build],
+                           install_commands=[f"{gradle} --no-daemon dependencies"],
+                           rebuild_commands=[f"{gradle} --no-daemon testClasses"],
+                           test_command=f"{gradle} --no-daemon test --continue; status=$?; "
+                                        "find . -path '*/test-results/*/TEST-*.xml' -exec cat {} +; exit $status",
+                           log_parser="surefire")
+        text = _text(root / build)
+        match = (re.search(r"JavaLanguageVersion\.of\((\d+)\)", text)
+                 or re.search(r"sourceCompatibility\s*=\s*['\"]?(?:JavaVersion\.VERSION_)?(?:1[._])?(\d+)", text))
+        if match:
+            version = match.group(1)
+            out.note(build, f"java {version}")
+    if not version and (versions := ci.versions.get("java")):
+        version = max(versions, key=int)
+        out.note(".github/workflows", f"CI runs java {', '.join(versions)}")
+    lts = _newest(JAVA_LTS, when)
+    out.runtime_version = version or (lts[0] if lts else "17")
+    out.runtime_allowed = [out.runtime_version]
+    out.debian_release = debian_release("java", out.runtime_version)
+    return out
+
+
+def _c_language(root: Path) -> str:
+    cpp = any(next(root.rglob(pattern), None) for pattern in ("*.cpp", "*.cc", "*.cxx"))
+    return "cpp" if cpp else "c"
+
+
+def _make_target(text: str) -> str:
+    for target in ("check", "test"):
+        if re.search(rf"^{target}\s*:", text, re.MULTILINE):
+            return target
+    return ""
+
+
+def _c(root: Path) -> RepoAnalysis:
+    language = _c_language(root)
+    if (root / "CMakeLists.txt").is_file():
+        out = RepoAnalysis(language=language, build_system="cmake", dependency_files=["CMakeLists.txt"],
+                           rebuild_commands=["cmake -S . -B build -DCMAKE_BUILD_TYPE=Debug && cmake --build build -j2"],
+                           test_command="cd build && ctest --output-on-failure", log_parser="ctest")
+        if not re.search(r"enable_testing|add_test|include\(CTest\)", _text(root / "CMakeLists.txt")):
+            out.note("CMakeLists.txt", "no enable_testing/add_test: ctest may find no tests")
+        else:
+            out.note("CMakeLists.txt", "ctest tests")
+        return out
+    if (root / "configure.ac").is_file() or (root / "Makefile.am").is_file():
+        configure = "./configure" if (root / "configure").is_file() else "autoreconf -fi && ./configure"
+        out = RepoAnalysis(language=language, build_system="autotools", dependency_files=["configure.ac"],
+                           rebuild_commands=[f"{configure} && make -j2"], test_command="make check",
+                           log_parser="automake")
+        out.note("configure.ac", "automake harness: make check")
+        return out
+    text = _text(root / "Makefile")
+    target = _make_target(text)
+    out = RepoAnalysis(language=language, build_system="make", dependency_files=["Makefile"],
+                       rebuild_commands=["make -j2"], test_command=f"make {target or 'test'}", log_parser="tap")
+    out.note("Makefile", f"target {target}: output assumed TAP" if target else "no test target found")
+    return out
+
+
+# --- entry point ---------------------------------------------------------------------------------
+
+def _strong_pyproject(root: Path) -> bool:
+    data = _toml(root / "pyproject.toml")
+    return bool(data.get("project") or data.get("build-system") or data.get("tool", {}).get("poetry"))
+
+
+def analyse(root: Path, when: datetime | None = None) -> RepoAnalysis:
+    """Read `root` (a work tree) and say how to set it up; `when` is the commit date."""
+    ci = read_workflows(root)
+
+    def has(name: str) -> bool:
+        return (root / name).is_file()
+
+    strong_pyproject = has("pyproject.toml") and _strong_pyproject(root)
+    python_weak = has("setup.cfg") or has("tox.ini") or has("noxfile.py") or has("Pipfile") or \
+        any(root.glob("*requirements*.txt"))
+    if has("setup.py") or strong_pyproject:
+        out = _python(root, ci, when, "pyproject" if strong_pyproject else "setup.py")
+    elif has("package.json"):
+        out = _node(root, ci, when)
+    elif has("go.mod"):
+        out = _go(root, ci)
+    elif has("Cargo.toml"):
+        out = _rust(root)
+    elif has("pom.xml") or has("build.gradle") or has("build.gradle.kts"):
+        out = _java(root, ci, when)
+    elif has("CMakeLists.txt") or has("configure.ac") or has("Makefile.am") or has("Makefile"):
+        out = _c(root)
+    elif python_weak:
+        kind = "pipfile" if has("Pipfile") else "tox" if has("tox.ini") else "requirements"
+        out = _python(root, ci, when, kind)
+    else:
+        raise NoBuildSystemError(
+            f"{root}: no build or dependency file the rules know (pyproject.toml, setup.py, package.json, "
+            "go.mod, Cargo.toml, pom.xml, build.gradle, CMakeLists.txt, Makefile, requirements*.txt)")
+    for lock in ("poetry.lock", "uv.lock", "Pipfile.lock"):
+        if has(lock):
+            out.note(lock, "lock file present (resolution still goes through pip with the commit date)")
+    out.ci_commands = [c.command for c in ci.commands]
+    for c in ci.commands:
+        out.note(c.file, f"{c.kind}: {c.command}")
+    for file in ci.unreadable:
+        out.note(file, "workflow did not parse; skipped")
+    return out

@@ -1,0 +1,61 @@
+"""Launch failures, one type per stage, each naming the stage and keeping the build log."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+
+class LaunchError(Exception):
+    """A launch stopped; `stage` says where, `log_path` keeps what the build printed."""
+
+    stage: ClassVar[str] = "launch"
+
+    def __init__(self, message: str, log_path: Path | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.log_path = log_path
+
+    def __str__(self) -> str:
+        where = f" (build log: {self.log_path})" if self.log_path else ""
+        return f"[{self.stage}] {self.message}{where}"
+
+
+class ResolveError(LaunchError):
+    """The repository or the commit could not be found."""
+
+    stage = "resolve"
+
+
+class AnalyseError(LaunchError):
+    """The rules could not tell how to build or test the repository."""
+
+    stage = "analyse"
+
+
+class InstallError(LaunchError):
+    """An install or build step failed, or no runtime for the repository is on this host."""
+
+    stage = "install"
+
+
+class DiscoveryError(LaunchError):
+    """The test command ran but no test result could be read from its output."""
+
+    stage = "test-discovery"
+
+
+class ValidateError(LaunchError):
+    """The suite did not run cleanly enough to give a baseline (timeout, nothing passed)."""
+
+    stage = "validate"
+
+
+class NoRuntimeError(InstallError):
+    """No interpreter or toolchain for the repository: not on this host (local), no recipe (docker)."""
+
+
+class RebuildMismatchError(LaunchError):
+    """`--rebuild` gave other test statuses than the EnvSpec's baseline."""
+
+    stage = "rebuild"

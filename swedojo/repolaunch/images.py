@@ -1,0 +1,435 @@
+"""Docker images in layers with content-addressed tags: base -> runtime -> deps -> repo.
+
+- base `swedojo/base:<release>`: a Debian root made here with debootstrap (no registry is
+  reachable), with the host's CA bundle and apt settings; bookworm comes from
+  `scripts/ensure_docker.sh`, other releases are made on first use (`ensure_base`).
+- runtime `swedojo/runtime:<family>-<release>-<hash>`: the Debian release's interpreter or
+  toolchain, git, patch, the sandbox user (uid 1000), and for Python a venv with swedojo's own pip
+  version (which has `--uploaded-prior-to`); hash of the base image id and the recipe.
+- deps `swedojo/deps:<key>`: the dependency layer at `/opt/swedojo/env`, key = `recipe.env_key`
+  with the runtime tag as runtime (the same function as the local layer), so commits with the
+  same dependency files share it. Built in a first stage that has the checkout; only the layer
+  is copied into the image.
+- repo `swedojo/env:<name>-<commit>-<hash>`: the commit at `/testbed` (a fresh `git init` holding
+  just that commit and its ancestors) with the repo layer run as the sandbox user: `docker run`
+  on it runs the tests as they were validated.
+
+Sandboxes mount a fresh work tree over `/testbed`, so they run the repo layer again
+(`environment.prepare`); the image's `/testbed` serves standalone use.
+
+Every layer is checked by tag before building: a second launch of the same spec builds nothing.
+`nocache` (for `--rebuild`) builds each layer from scratch under the same tag; the images it
+replaces are removed where nothing else uses them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import io
+import json
+import re
+import shlex
+import subprocess
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+from typing import IO
+
+import docker.errors
+from pydantic import BaseModel
+
+from swedojo.repolaunch.buildlog import BuildLog
+from swedojo.repolaunch.detect import RepoAnalysis
+from swedojo.repolaunch.errors import InstallError, NoRuntimeError
+from swedojo.repolaunch.local import locked
+from swedojo.repolaunch.recipe import (
+    DROP_PROJECT,
+    ENV_VAR,
+    NATIVE,
+    NODE,
+    NPM_QUIET,
+    PYTHON,
+    env_key,
+    npm_resolved,
+    python_shims,
+    script,
+)
+from swedojo.sandboxes.docker import SANDBOX_USER, api
+from swedojo.schema import EnvSpec
+
+ENV_ROOT = "/opt/swedojo/env"
+"""The dependency layer's directory in images (`$SWEDOJO_ENV`)."""
+PIP_TOOL = "/opt/swedojo/pip"
+"""Runtime layer venv holding the pip that installs Python dependency layers."""
+SRC = "/opt/swedojo/src"
+"""The checkout in the dependency layer's build stage (not in the image)."""
+TESTBED = "/testbed"
+SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+HOST_CA = "/etc/ssl/host-ca-bundle.crt"
+"""The host's CA bundle in base images (ensure_docker.sh puts it there)."""
+DEBIAN_PYTHON = {"bullseye": "3.9", "bookworm": "3.11", "trixie": "3.13"}
+DEBIAN_NODE = {"bullseye": "12", "bookworm": "18", "trixie": "20"}
+DEBIAN_GCC = {"bullseye": "10", "bookworm": "12", "trixie": "14"}
+NPM_VERSION = "10.9.2"
+"""npm fetched from the registry for Debian's node (Debian's own npm package pulls 300 packages)."""
+LAYERS = ("base", "runtime", "deps", "repo")
+
+
+class LayerBuildError(InstallError):
+    """`docker build` of a layer failed (a step exited non-zero, or the engine refused)."""
+
+
+class BaseImageError(InstallError):
+    """The Debian base image is missing and could not be made here."""
+
+
+class Layer(BaseModel):
+    """One image of a launch."""
+
+    name: str
+    """base, runtime, deps or repo."""
+    tag: str
+    """Content-addressed tag."""
+    image_id: str = ""
+    """Image id after the launch."""
+    cached: bool = False
+    """The tag existed: nothing was built."""
+    seconds: float = 0.0
+    """Build time (0 when cached)."""
+    size_mb: float = 0.0
+    """Size of the image (all layers below included)."""
+
+
+def _digest(*parts: object) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def image_id(tag: str) -> str:
+    """The id of a local image, "" when there is none."""
+    try:
+        return str(api().inspect_image(tag)["Id"])
+    except docker.errors.ImageNotFound:
+        return ""
+
+
+def layer_info(name: str, tag: str, cached: bool, seconds: float = 0.0) -> Layer:
+    info = api().inspect_image(tag)
+    return Layer(name=name, tag=tag, image_id=info["Id"], cached=cached, seconds=seconds,
+                 size_mb=round(info["Size"] / 2**20, 1))
+
+
+# --- runtime choice and recipes ----------------------------------------------------------------
+
+def docker_runtime(analysis: RepoAnalysis) -> tuple[str, str]:
+    """(Debian release, runtime version): the runtime is the one the release ships.
+
+    Python: the first allowed version (preferred first) that some release ships; Node and C: the
+    analysis's release.
+    """
+    if analysis.language == PYTHON:
+        for version in analysis.runtime_allowed:
+            for release, shipped in DEBIAN_PYTHON.items():
+                if shipped == version:
+                    return release, version
+        raise NoRuntimeError(f"no Debian release ships a Python among {', '.join(analysis.runtime_allowed)} "
+                             f"(bullseye 3.9, bookworm 3.11, trixie 3.13)")
+    if analysis.language in NODE:
+        return "bookworm", DEBIAN_NODE["bookworm"]  # node 18 has `fetch`, which fetches npm
+    if analysis.language in NATIVE:
+        return analysis.debian_release, DEBIAN_GCC[analysis.debian_release]
+    raise NoRuntimeError(f"no docker runtime recipe for {analysis.language} ({analysis.build_system}) yet")
+
+
+def _apt(*packages: str) -> str:
+    return ("apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "
+            f"{' '.join(packages)} >/dev/null && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb")
+
+
+_SANDBOX_USER = "useradd --uid 1000 --user-group --create-home --shell /bin/bash sandbox"
+_FETCH_NPM = (
+    "node -e \"fetch('https://registry.npmjs.org/npm/-/npm-{v}.tgz').then(r => {{ if (!r.ok) throw new Error(r.status);"
+    " return r.arrayBuffer(); }}).then(b => require('fs').writeFileSync('/tmp/npm.tgz', Buffer.from(b)))\""
+    " && mkdir -p /usr/local/lib/node_modules/npm"
+    " && tar -xzf /tmp/npm.tgz -C /usr/local/lib/node_modules/npm --strip-components=1 && rm /tmp/npm.tgz"
+    " && ln -s ../lib/node_modules/npm/bin/npm-cli.js /usr/local/bin/npm"
+    " && ln -s ../lib/node_modules/npm/bin/npx-cli.js /usr/local/bin/npx"
+)
+
+
+def toolchain_commands(analysis: RepoAnalysis) -> list[str]:
+    """The runtime layer's steps (run as root on the base image)."""
+    if analysis.language == PYTHON:
+        pip = importlib.metadata.version("pip")
+        tool = (f"python3 -m venv {PIP_TOOL} && {PIP_TOOL}/bin/python -m pip install -q --no-cache-dir "
+                f"--disable-pip-version-check pip=={pip}")
+        return [_apt("python3", "python3-venv", "git", "patch", "procps"), _SANDBOX_USER, tool]
+    if analysis.language in NODE:
+        return [_apt("nodejs", "git", "patch", "procps"), _SANDBOX_USER, _FETCH_NPM.format(v=NPM_VERSION)]
+    if analysis.language in NATIVE:
+        compiler = ["g++"] if analysis.language == "cpp" else ["gcc", "libc6-dev"]
+        extra = {"cmake": ["cmake"], "autotools": ["autoconf", "automake", "libtool"]}.get(analysis.build_system, [])
+        return [_apt(*compiler, "make", *extra, "git", "patch", "procps"), _SANDBOX_USER]
+    raise NoRuntimeError(f"no docker runtime recipe for {analysis.language} ({analysis.build_system}) yet")
+
+
+def _family(language: str) -> str:
+    return "python" if language == PYTHON else "node" if language in NODE else "native"
+
+
+def _python_site(spec: EnvSpec) -> str:
+    minor = ".".join(spec.runtime_version.split(".")[:2])
+    return f"{ENV_ROOT}/venv/lib/python{minor}/site-packages"
+
+
+def layer_env(spec: EnvSpec) -> dict[str, str]:
+    """Variables of the dependency layer: in the deps image and in `EnvSpec.env_vars`."""
+    if spec.language == PYTHON:
+        return {ENV_VAR: ENV_ROOT, "PATH": f"{ENV_ROOT}/shims:{ENV_ROOT}/venv/bin:{SYSTEM_PATH}"}
+    if spec.language in NODE:
+        return {ENV_VAR: ENV_ROOT, "PATH": f"{ENV_ROOT}/node_modules/.bin:{SYSTEM_PATH}", **NPM_QUIET}
+    return {ENV_VAR: ENV_ROOT, "PATH": SYSTEM_PATH}
+
+
+# --- Dockerfiles --------------------------------------------------------------------------------
+
+def _env_line(variables: dict[str, str]) -> str:
+    return "ENV " + " ".join(f"{k}={json.dumps(v)}" for k, v in variables.items())
+
+
+def runtime_dockerfile(spec: EnvSpec) -> str:
+    lines = [f"FROM {spec.base_image}", 'SHELL ["/bin/bash", "-c"]',
+             _env_line({"NODE_EXTRA_CA_CERTS": HOST_CA, **NPM_QUIET})]
+    lines += [f"RUN {command}" for command in spec.toolchain_commands]
+    return "\n".join([*lines, "LABEL swedojo.layer=runtime", ""])
+
+
+def deps_dockerfile(spec: EnvSpec) -> str:
+    runtime = spec.layers["runtime"]
+    lines = [f"FROM {runtime} AS build", 'SHELL ["/bin/bash", "-c"]']
+    if spec.language == PYTHON:
+        build_env = {"PATH": f"{ENV_ROOT}/venv/bin:{SYSTEM_PATH}", "VIRTUAL_ENV": f"{ENV_ROOT}/venv",
+                     "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1", "PIP_PROGRESS_BAR": "off",
+                     "PIP_NO_CACHE_DIR": "1"}
+        if spec.resolution_date:
+            build_env["PIP_CONFIG_FILE"] = "/dev/null"  # as locally: no mirror without upload times
+        lines += [_env_line(build_env), f"RUN python3 -m venv --without-pip {ENV_ROOT}/venv",
+                  f"COPY env {ENV_ROOT}"]
+    else:
+        lines += [f"RUN mkdir -p {ENV_ROOT}"]
+    lines += [f"COPY src {SRC}", f"WORKDIR {SRC}"]
+    lines += [f"RUN {command}" for command in spec.install_commands]
+    if spec.language == PYTHON:
+        lines += ["COPY drop_project.py /opt/swedojo/drop_project.py",
+                  f"RUN {ENV_ROOT}/venv/bin/python -I /opt/swedojo/drop_project.py file://{SRC} {ENV_ROOT}/resolved.json"]
+    elif spec.language in NODE:
+        lines += [f"RUN if [ -d node_modules ]; then mv node_modules {ENV_ROOT}/; else mkdir {ENV_ROOT}/node_modules; fi"]
+    lines += [f"FROM {runtime}", f"COPY --from=build {ENV_ROOT} {ENV_ROOT}", _env_line(layer_env(spec)),
+              "LABEL swedojo.layer=deps", ""]
+    return "\n".join(lines)
+
+
+def repo_dockerfile(spec: EnvSpec) -> str:
+    lines = [f"FROM {spec.layers['deps']}", 'SHELL ["/bin/bash", "-c"]',
+             _env_line({**spec.env_vars, "HOME": "/home/sandbox"}),
+             f"COPY --chown={SANDBOX_USER} testbed {TESTBED}", f"USER {SANDBOX_USER}", f"WORKDIR {TESTBED}"]
+    lines += [f"RUN {command}" for command in spec.rebuild_commands]
+    return "\n".join([*lines, f"LABEL swedojo.layer=repo swedojo.commit={spec.commit}", ""])
+
+
+# --- planning -----------------------------------------------------------------------------------
+
+def _slug(repo: str) -> str:
+    name = re.sub(r"\.git$", "", repo.rstrip("/").split("/")[-1]) or "repo"
+    return re.sub(r"[^a-z0-9_.-]+", "-", name.lower()).strip("-.")[:40] or "repo"
+
+
+def plan(spec: EnvSpec, analysis: RepoAnalysis, checkout: Path, log: BuildLog) -> EnvSpec:
+    """Fill the docker fields of `spec` (base image, toolchain, env vars, every layer's tag).
+
+    Makes the base image if it is missing: the runtime tag hashes its id.
+    """
+    release, version = docker_runtime(analysis)
+    log.write(f"docker runtime: {_family(spec.language)} {version} from Debian {release}\n")
+    base = ensure_base(release, log)
+    spec.base_image = base
+    spec.runtime_version = version
+    spec.toolchain_commands = toolchain_commands(analysis)
+    spec.workdir = TESTBED
+    spec.env_vars.update(layer_env(spec))
+    runtime = f"swedojo/runtime:{_family(spec.language)}-{release}-" \
+              f"{_digest(image_id(base), runtime_dockerfile(spec))[:16]}"
+    spec.layers = {"base": base, "runtime": runtime}
+    spec.layers["deps"] = f"swedojo/deps:{env_key(checkout, analysis, runtime)}"
+    repo_key = _digest(spec.layers["deps"], spec.commit, repo_dockerfile(spec))[:12]
+    spec.layers["repo"] = f"swedojo/env:{_slug(spec.repo)}-{spec.commit[:12]}-{repo_key}"
+    spec.image = spec.layers["repo"]
+    return spec
+
+
+# --- building -----------------------------------------------------------------------------------
+
+def _add_text(tar: tarfile.TarFile, name: str, text: str, mode: int = 0o644) -> None:
+    data = text.encode()
+    info = tarfile.TarInfo(name)
+    info.size, info.mode, info.mtime = len(data), mode, 0
+    tar.addfile(info, io.BytesIO(data))
+
+
+def _context(name: str, spec: EnvSpec, checkout: Path, out: IO[bytes]) -> None:
+    """The build context of layer `name` as a tar written to `out`."""
+    dockerfile = {"runtime": runtime_dockerfile, "deps": deps_dockerfile, "repo": repo_dockerfile}[name](spec)
+    with tarfile.open(fileobj=out, mode="w") as tar:
+        _add_text(tar, "Dockerfile", dockerfile)
+        if name == "deps":
+            tar.add(checkout, arcname="src")
+            if spec.language == PYTHON:
+                shims = python_shims(ENV_ROOT, "/usr/bin/python3", _python_site(spec), f"{PIP_TOOL}/bin/python")
+                for rel, body in shims.items():
+                    _add_text(tar, f"env/{rel}", script(body), 0o755)
+                tar.add(DROP_PROJECT, arcname="drop_project.py")
+        elif name == "repo":
+            tar.add(checkout, arcname="testbed")
+    out.seek(0)
+
+
+_STEP = re.compile(r"^Step (\d+/\d+) : (.*)$")
+_FAILED = re.compile(r"returned a non-zero code: (\d+)")
+_STEP_ID = re.compile(r"^---> ([0-9a-f]{12,})$")
+"""The image a build step produced (" ---> 1a2b3c4d5e6f")."""
+
+
+def _build(name: str, spec: EnvSpec, checkout: Path, log: BuildLog, nocache: bool, timeout: float) -> None:
+    tag = spec.layers[name]
+    log.begin(f"{name} layer: building {tag}{' (no cache)' if nocache else ''}")
+    instruction, last_id, stage_id = "", "", ""
+    with tempfile.TemporaryFile() as context:
+        _context(name, spec, checkout, context)
+        try:
+            stream = api().build(fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True,
+                                 nocache=nocache, pull=False, decode=True, timeout=timeout)
+            for chunk in stream:
+                if "error" in chunk:
+                    found = _FAILED.search(chunk["error"])
+                    command = instruction.removeprefix("RUN ")
+                    what = f"`{command}` exited with {found.group(1)}" if found else chunk["error"].strip()
+                    raise LayerBuildError(f"{name} layer: {what}", log.path)
+                text = chunk.get("stream", "")
+                if step := _STEP.match(text.strip()):
+                    instruction = step.group(2)
+                    if instruction.startswith("FROM ") and last_id:
+                        stage_id = last_id  # the build stage ends here; the image keeps only its output
+                    log.begin(f"{name} layer {step.group(1)}: {instruction[:100]}")
+                elif text:
+                    last_id = made.group(1) if (made := _STEP_ID.match(text.strip())) else last_id
+                    log.write(text)
+        except docker.errors.APIError as exc:
+            raise LayerBuildError(f"{name} layer: the engine refused the build: {exc.explanation}", log.path) from exc
+    if stage_id:
+        try:
+            api().remove_image(stage_id)  # the build stage (with the checkout): nothing refers to it
+        except docker.errors.APIError:
+            pass
+
+
+def build_images(spec: EnvSpec, checkout: Path, log: BuildLog, lock_dir: Path, nocache: bool = False,
+                 timeout: float = 1800.0) -> list[Layer]:
+    """Build the layers `spec.layers` names that do not exist yet (every one with `nocache`)."""
+    layers = [layer_info("base", spec.layers["base"], cached=True)]
+    replaced: list[str] = []
+    for name in LAYERS[1:]:
+        tag = spec.layers[name]
+        with locked(lock_dir / f"{tag.replace('/', '_').replace(':', '_')}.lock"):
+            old = image_id(tag)
+            if old and not nocache:
+                log.write(f"{name} layer: cache hit {tag} ({old[7:19]})\n")
+                layers.append(layer_info(name, tag, cached=True))
+                continue
+            start = time.monotonic()
+            _build(name, spec, checkout, log, nocache, timeout)
+            layers.append(layer_info(name, tag, cached=False, seconds=time.monotonic() - start))
+            log.write(f"{name} layer: built {tag} in {layers[-1].seconds:.1f}s ({layers[-1].size_mb:.0f} MB)\n")
+            if old and old != layers[-1].image_id:
+                replaced.append(old)
+    for old in reversed(replaced):
+        try:
+            api().remove_image(old)
+        except docker.errors.APIError:
+            pass  # still the parent of another image, or used by a container: it stays
+    return layers
+
+
+def read_file(tag: str, path: str) -> bytes:
+    """A file of an image, without starting a container."""
+    container = api().create_container(tag, command=["true"])["Id"]
+    try:
+        stream, _ = api().get_archive(container, path)
+        with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:
+            member = tar.extractfile(tar.getmembers()[0])
+            return member.read() if member else b""
+    finally:
+        api().remove_container(container, force=True)
+
+
+def resolved(spec: EnvSpec) -> tuple[dict[str, str], str]:
+    """(name -> version in the dependency layer, exact runtime version when the layer says)."""
+    deps = spec.layers["deps"]
+    try:
+        if spec.language == PYTHON:
+            data = json.loads(read_file(deps, f"{ENV_ROOT}/resolved.json"))
+            return data["resolved"], data["python"]
+        if spec.language in NODE:
+            return npm_resolved(read_file(deps, f"{ENV_ROOT}/node_modules/.package-lock.json").decode()), ""
+    except docker.errors.NotFound:
+        pass  # no dependency installed anything
+    return {}, ""
+
+
+# --- base images --------------------------------------------------------------------------------
+
+def ensure_base(release: str, log: BuildLog) -> str:
+    """`swedojo/base:<release>`, made now with debootstrap when missing (root on Debian only)."""
+    tag = f"swedojo/base:{release}"
+    if image_id(tag):
+        return tag
+    log.begin(f"base image {tag}: debootstrap {release} (a few minutes)")
+    work = Path(tempfile.mkdtemp(prefix="swedojo-base-", dir="/var/tmp"))
+    try:
+        code = log.run(_base_script(release, work / "root", tag), work, {"PATH": SYSTEM_PATH}, 1800.0)
+    finally:
+        subprocess.run(["rm", "-rf", str(work)], check=False)
+    if code != 0 or not image_id(tag):
+        raise BaseImageError(f"making {tag} failed (needs root, debootstrap and a Debian mirror)", log.path)
+    return tag
+
+
+def _base_script(release: str, root: Path, tag: str) -> str:
+    """What scripts/ensure_docker.sh does for bookworm, for any release: a minbase root from the
+    mirror apt uses, apt sources for `release`, the host's CA bundle and network settings, imported."""
+    r = shlex.quote(str(root))
+    changes = [f"ENV PATH={SYSTEM_PATH}", "ENV LANG=C.UTF-8", f"ENV SSL_CERT_FILE={HOST_CA}",
+               f"ENV REQUESTS_CA_BUNDLE={HOST_CA}", f"ENV PIP_CERT={HOST_CA}", 'CMD ["bash"]']
+    return "\n".join([
+        "set -euo pipefail",
+        "command -v debootstrap >/dev/null || { apt-get update -qq && apt-get install -y -qq debootstrap; }",
+        "host=$(. /etc/os-release && echo \"$VERSION_CODENAME\")",
+        ("mirror=$(apt-get indextargets --format '$(REPO_URI) $(RELEASE)' 'Created-By: Packages' "
+         "| awk -v s=\"$host\" '$2 == s { print $1; exit }')"),
+        f"debootstrap --variant=minbase --include=ca-certificates {release} {r} \"${{mirror:-http://deb.debian.org/debian/}}\"",
+        f"rm -f {r}/etc/apt/sources.list",
+        "for f in /etc/apt/sources.list /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do",
+        "  [ -s \"$f\" ] || continue",
+        "  key=$(sed -nE 's/.*[Ss]igned-[Bb]y[:=] *([^] ]+).*/\\1/p' \"$f\" | head -n1)",
+        f"  [ -z \"$key\" ] || [ -e {r}\"$key\" ] || continue",
+        f"  install -D -m 0644 /dev/null {r}\"$f\" && sed \"s/\\b$host\\b/{release}/g\" \"$f\" > {r}\"$f\"",
+        "done",
+        f"install -D -m 0644 /etc/ssl/certs/ca-certificates.crt {r}/etc/ssl/certs/ca-certificates.crt",
+        f"install -D -m 0644 /etc/ssl/certs/ca-certificates.crt {r}{HOST_CA}",
+        "for f in /etc/apt/apt.conf /etc/apt/apt.conf.d/*; do",
+        f"  [ -f \"$f\" ] && grep -q 'Acquire::' \"$f\" && install -D -m 0644 \"$f\" {r}\"$f\" || true",
+        "done",
+        f"[ ! -f /etc/pip.conf ] || install -D -m 0644 /etc/pip.conf {r}/etc/pip.conf",
+        f"rm -rf {r}/var/cache/apt/archives/*.deb {r}/var/lib/apt/lists/*",
+        f"tar -C {r} -c . | docker import {' '.join('--change ' + shlex.quote(c) for c in changes)} - {tag} >/dev/null",
+    ])

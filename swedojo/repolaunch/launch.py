@@ -1,0 +1,337 @@
+"""`launch`: repository + commit -> a built, validated environment and its `EnvSpec`.
+
+Stages (each failure is a `LaunchError` subclass naming its stage, with the build log kept):
+resolve (find the repo and commit) -> analyse (rules, `detect.analyse`) -> install (layers,
+cached: local venv or docker images) -> test-discovery and validate (the suite twice with the
+network off in a sandbox of the environment, baseline and flaky tests; once more with the network
+on when tests failed, for the tests that need it). When the rules fail at analyse or install, an
+optional `SetupAgent` proposes a plan, which is tried once.
+
+A launch is cached twice over: the layers by content, and the validated `EnvSpec` by commit
+(local: in the dependency layer; docker: by the final image's id), so launching the same commit
+again only resolves, checks out, analyses and looks the layers up.
+
+`rebuild` builds every layer an `EnvSpec` names again from the spec alone, with no cache, and
+validates: the same test statuses prove the spec is enough to make the environment.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime
+from pathlib import Path
+from typing import TypeVar
+
+from pydantic import BaseModel, Field
+
+from swedojo.repolaunch.buildlog import BuildLog
+from swedojo.repolaunch.detect import NoBuildSystemError, RepoAnalysis, analyse
+from swedojo.repolaunch.errors import AnalyseError, InstallError, ResolveError
+from swedojo.repolaunch.fallback import SetupAgent, SetupRequest
+from swedojo.repolaunch.local import build_env, default_cache_dir, rebuild_env
+from swedojo.repolaunch.recipe import (
+    UnsupportedLanguageError,
+    install_plan,
+    sandbox_steps,
+)
+from swedojo.repolaunch.validate import has_failures, network_tests, validate
+from swedojo.repos import CommitNotFoundError, RepoNotFoundError, checkout, resolve_repo
+from swedojo.sandboxes.base import ExecResult, Sandbox, SandboxConfig, SandboxError
+from swedojo.sandboxes.environment import Environment, PrepareError, prepare
+from swedojo.schema import EnvSpec, TestStatus
+
+BACKENDS = ("local", "docker")
+T = TypeVar("T")
+
+
+class UnsupportedBackendError(ValueError):
+    """`launch` was asked for a backend it cannot build."""
+
+
+def default_backend() -> str:
+    """docker where an engine answers, else local."""
+    from swedojo.sandboxes import docker_available
+
+    return "docker" if docker_available() else "local"
+
+
+def backend_of(spec: EnvSpec) -> str:
+    """The backend a launched `EnvSpec` is for: docker specs name an image."""
+    return "docker" if spec.image else "local"
+
+
+def environment(spec: EnvSpec, source: Path, config: SandboxConfig | None = None) -> Environment:
+    """Fresh sandboxes (repo layer built in each) on a launched environment: what eval and run use."""
+    return Environment(spec=spec, backend=backend_of(spec), source=source, config=config or SandboxConfig())
+
+
+@contextmanager
+def prepared_sandbox(env: Environment, commit: str, log: BuildLog, timeout: float = 1800.0) -> Iterator[Sandbox]:
+    """A sandbox of `env` at `commit` with the repo layer built, its output going to the build log."""
+    def echo(command: str, result: ExecResult) -> None:
+        log.begin(f"repo layer: {command}")
+        log.write(f"{result.output}\n[exit {result.exit_code} after {result.duration_s:.1f}s]\n")
+
+    try:
+        sandbox = env.open(commit, prepared=False)
+    except SandboxError as exc:
+        raise InstallError(f"no sandbox on the environment: {exc}", log.path) from exc
+    try:
+        prepare(sandbox, env.spec, timeout, echo)
+        yield sandbox
+    except PrepareError as exc:
+        raise InstallError(str(exc), log.path) from exc
+    finally:
+        sandbox.close()
+
+
+def _commit_info(source: Path, commit: str, log: BuildLog) -> tuple[str, datetime]:
+    proc = subprocess.run(["git", "-C", str(source), "log", "-1", "--format=%H%n%cI", f"{commit}^{{commit}}", "--"],
+                          capture_output=True, text=True, check=False)
+    lines = proc.stdout.split()
+    if proc.returncode != 0 or len(lines) != 2:
+        raise ResolveError(f"{source}: no commit {commit!r} ({proc.stderr.strip().splitlines()[-1:] or 'git failed'})",
+                           log.path)
+    return lines[0], datetime.fromisoformat(lines[1])
+
+
+def _resolve(repo: str, commit: str, mirror: Path | None, log: BuildLog) -> tuple[Path, str, datetime]:
+    log.begin(f"resolve {repo} @ {commit or 'HEAD'}")
+    try:
+        source = resolve_repo(repo, mirror)
+    except RepoNotFoundError as exc:
+        raise ResolveError(str(exc), log.path) from exc
+    sha, when = _commit_info(source, commit or "HEAD", log)
+    log.write(f"commit {sha}, committed {when.isoformat()}\n")
+    return source, sha, when
+
+
+@contextmanager
+def _checkout(source: Path, sha: str, log: BuildLog) -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="swedojo-launch-") as tmp:
+        workdir = Path(tmp) / "repo"
+        try:
+            checkout(source, sha, workdir)
+        except (RepoNotFoundError, CommitNotFoundError) as exc:
+            raise ResolveError(str(exc), log.path) from exc
+        yield workdir
+
+
+def _analyse(request: SetupRequest, when: datetime, log: BuildLog, agent: SetupAgent | None) -> RepoAnalysis:
+    log.begin("analyse")
+    try:
+        analysis = analyse(request.workdir, when)
+    except NoBuildSystemError as exc:
+        if agent is None:
+            raise AnalyseError(f"{exc}; no setup agent is configured to take over", log.path) from exc
+        log.begin("setup agent (analyse)")
+        analysis = agent.propose(request.model_copy(update={"stage": "analyse", "failure": str(exc)}))
+    for item in analysis.evidence:
+        log.write(f"  {item.file}: {item.says}\n")
+    log.write(f"  -> {analysis.language} / {analysis.build_system}, runtime {analysis.runtime_version} "
+              f"(debian {analysis.debian_release}), tests: {analysis.test_command} [{analysis.log_parser}]\n")
+    return analysis
+
+
+def _with_agent(request: SetupRequest, analysis: RepoAnalysis, log: BuildLog, agent: SetupAgent | None,
+                build: Callable[[RepoAnalysis], T]) -> tuple[RepoAnalysis, T]:
+    """`build(analysis)`; on an install failure, once more with the setup agent's plan."""
+    try:
+        return analysis, build(analysis)
+    except InstallError as exc:
+        if agent is None:
+            raise
+        log.begin("setup agent (install)")
+        analysis = agent.propose(request.model_copy(
+            update={"analysis": analysis, "stage": "install", "failure": exc.message}))
+        return analysis, build(analysis)
+
+
+def _base_spec(repo: str, sha: str, analysis: RepoAnalysis, log: BuildLog) -> EnvSpec:
+    try:
+        install, rebuild = install_plan(analysis), sandbox_steps(analysis)
+    except UnsupportedLanguageError as exc:
+        raise InstallError(str(exc), log.path) from exc
+    return EnvSpec(repo=repo, commit=sha, language=analysis.language, build_system=analysis.build_system,
+                   runtime_version=analysis.runtime_version, install_commands=install, rebuild_commands=rebuild,
+                   test_command=analysis.test_command, log_parser=analysis.log_parser,
+                   resolution_date=analysis.resolution_date)
+
+
+class _Built(BaseModel):
+    """A backend's answer: the spec (unvalidated), where its validated copy is cached, and whether
+    every layer came from the cache."""
+
+    spec: EnvSpec
+    cached_spec: Path
+    hit: bool
+    layers: list[dict[str, object]] = Field(default_factory=list)
+
+
+def _build_local(repo: str, sha: str, workdir: Path, analysis: RepoAnalysis, log: BuildLog,
+                 cache_dir: Path | None) -> _Built:
+    env, hit = build_env(workdir, analysis, log, cache_dir)
+    spec = _base_spec(repo, sha, analysis, log)
+    spec.runtime_version, spec.resolved_dependencies = env.runtime.version, env.resolved
+    spec.workdir = ""  # each local sandbox has its own work tree
+    spec.env_vars.update(env.sandbox_env())
+    return _Built(spec=spec, cached_spec=env.root / "specs" / f"{sha}.json", hit=hit)
+
+
+def _build_docker(repo: str, sha: str, workdir: Path, analysis: RepoAnalysis, log: BuildLog,
+                  cache_dir: Path | None) -> _Built:
+    from swedojo.repolaunch import images
+
+    spec = images.plan(_base_spec(repo, sha, analysis, log), analysis, workdir, log)
+    cache = cache_dir or default_cache_dir()
+    layers = images.build_images(spec, workdir, log, cache / "docker-locks")
+    final = layers[-1].image_id.removeprefix("sha256:")[:24]
+    return _Built(spec=spec, cached_spec=cache / "docker-specs" / f"{final}.json",
+                  hit=all(layer.cached for layer in layers), layers=[layer.model_dump() for layer in layers])
+
+
+def _docker_engine(log: BuildLog) -> None:
+    from swedojo.sandboxes import docker_available
+
+    if not docker_available():
+        raise InstallError("no Docker Engine answers (`make docker-up` starts one; or use --backend local)", log.path)
+
+
+def launch(repo: str, out: Path, commit: str = "", backend: str = "local", mirror: Path | None = None,
+           cache_dir: Path | None = None, agent: SetupAgent | None = None, log: BuildLog | None = None,
+           runs: int = 2, test_timeout: float = 1800.0) -> EnvSpec:
+    """Build (or reuse) the environment of `repo` at `commit` (HEAD when empty) and validate it.
+
+    Writes `envspec.json`, `analysis.json` and `build.log` into `out` (docker: `layers.json` too).
+    """
+    if backend not in BACKENDS:
+        raise UnsupportedBackendError(f"unknown backend {backend!r}; available: {', '.join(BACKENDS)}")
+    out.mkdir(parents=True, exist_ok=True)
+    own_log = log is None
+    log = log or BuildLog(out / "build.log")
+    try:
+        return _launch(repo, out, commit, backend, mirror, cache_dir, agent, log, runs, test_timeout)
+    finally:
+        if own_log:
+            log.close()
+
+
+def _launch(repo: str, out: Path, commit: str, backend: str, mirror: Path | None, cache_dir: Path | None,
+            agent: SetupAgent | None, log: BuildLog, runs: int, test_timeout: float) -> EnvSpec:
+    source, sha, when = _resolve(repo, commit, mirror, log)
+    if backend == "docker":
+        _docker_engine(log)
+    builder = _build_docker if backend == "docker" else _build_local
+    with _checkout(source, sha, log) as workdir:
+        request = SetupRequest(repo=repo, commit=sha, workdir=workdir, analysis=None, stage="",
+                               failure="", log_path=log.path)
+        analysis = _analyse(request, when, log, agent)
+        analysis, built = _with_agent(request, analysis, log, agent,
+                                      lambda a: builder(repo, sha, workdir, a, log, cache_dir))
+        if built.layers:
+            (out / "layers.json").write_text(json.dumps(built.layers, indent=2))
+        (out / "analysis.json").write_text(analysis.model_dump_json(indent=2))
+        spec = built.spec
+        if built.hit and built.cached_spec.is_file():
+            previous = EnvSpec.model_validate_json(built.cached_spec.read_text())
+            if previous.model_dump(exclude=_VALIDATED) == spec.model_dump(exclude=_VALIDATED):
+                log.write(f"validated spec cache hit: {built.cached_spec}\n")
+                spec = previous.model_copy(update={"repo": repo})
+                (out / "envspec.json").write_text(spec.model_dump_json(indent=2))
+                return spec
+        if backend == "docker":
+            from swedojo.repolaunch.images import resolved
+
+            spec.resolved_dependencies, exact = resolved(spec)
+            spec.runtime_version = exact or spec.runtime_version
+    spec = _validated(spec, source, log, runs, test_timeout)
+    built.cached_spec.parent.mkdir(parents=True, exist_ok=True)
+    built.cached_spec.write_text(spec.model_dump_json(indent=2))
+    (out / "envspec.json").write_text(spec.model_dump_json(indent=2))
+    log.begin(f"done: {len(spec.test_status)} tests, {len(spec.flaky_tests)} flaky, "
+              f"{len(spec.network_tests)} need the network")
+    return spec
+
+
+_VALIDATED = {"repo", "test_status", "flaky_tests", "network_tests", "resolved_dependencies", "runtime_version"}
+"""EnvSpec fields validation (or the built layer) fills in; the rest must match for a spec cache hit."""
+
+
+def _validated(spec: EnvSpec, source: Path, log: BuildLog, runs: int, test_timeout: float) -> EnvSpec:
+    """`spec` with its baseline: `runs` runs with the network off, one with it on if tests failed."""
+    config = SandboxConfig(command_timeout_s=test_timeout, total_time_s=(runs + 2) * test_timeout)
+    env = environment(spec, source, config)
+    with prepared_sandbox(env, spec.commit, log, test_timeout) as sandbox:
+        baseline = validate(sandbox, spec.test_command, spec.log_parser, log, runs, test_timeout)
+    needs_network: list[str] = []
+    if has_failures(baseline.test_status):
+        online = env.model_copy(update={"config": config.model_copy(update={"network": True})})
+        with prepared_sandbox(online, spec.commit, log, test_timeout) as sandbox:
+            needs_network = network_tests(sandbox, spec.test_command, spec.log_parser, log, baseline, test_timeout)
+    return spec.model_copy(update={"test_status": baseline.test_status, "flaky_tests": baseline.flaky_tests,
+                                   "network_tests": needs_network})
+
+
+class RebuildReport(BaseModel):
+    """`dojo launch --rebuild`: the environment made again from its `EnvSpec`, compared."""
+
+    same: bool
+    """Every test outside the flaky and network tests has the status it had."""
+    differences: dict[str, list[str | None]] = Field(default_factory=dict)
+    """Test -> [status in the spec, status after the rebuild] (None: absent)."""
+    ignored: list[str] = Field(default_factory=list)
+    """Flaky or network tests (of either run), not compared."""
+    layers: list[dict[str, object]] = Field(default_factory=list)
+    """Layers as rebuilt (docker)."""
+
+
+def compare(before: EnvSpec, after: EnvSpec) -> RebuildReport:
+    """Test statuses of two validations of one environment, flaky and network tests aside."""
+    ignored = set(before.flaky_tests) | set(after.flaky_tests) | set(before.network_tests) | set(after.network_tests)
+    differences: dict[str, list[str | None]] = {}
+    for test in sorted(set(before.test_status) | set(after.test_status)):
+        old, new = before.test_status.get(test), after.test_status.get(test)
+        if test not in ignored and old != new:
+            differences[test] = [old.value if isinstance(old, TestStatus) else None,
+                                 new.value if isinstance(new, TestStatus) else None]
+    return RebuildReport(same=not differences, differences=differences, ignored=sorted(ignored))
+
+
+def rebuild(spec: EnvSpec, out: Path, mirror: Path | None = None, cache_dir: Path | None = None,
+            log: BuildLog | None = None, runs: int = 2, test_timeout: float = 1800.0) -> RebuildReport:
+    """Make every layer of `spec` again from scratch from the spec alone, validate, compare.
+
+    Writes `envspec.rebuilt.json` and `rebuild.json` into `out`; the docker layers keep their
+    tags (the images they replace are removed where nothing else uses them).
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    own_log = log is None
+    log = log or BuildLog(out / "rebuild.log")
+    try:
+        source, sha, _ = _resolve(spec.repo, spec.commit, mirror, log)
+        layers: list[dict[str, object]] = []
+        with _checkout(source, sha, log) as workdir:
+            if backend_of(spec) == "docker":
+                from swedojo.repolaunch import images
+
+                _docker_engine(log)
+                images.ensure_base(spec.base_image.split(":")[-1], log)
+                built = images.build_images(spec, workdir, log, (cache_dir or default_cache_dir()) / "docker-locks",
+                                            nocache=True)
+                layers = [layer.model_dump() for layer in built]
+            else:
+                rebuild_env(spec, workdir, log)
+        after = _validated(spec.model_copy(update={"test_status": {}, "flaky_tests": [], "network_tests": []}),
+                           source, log, runs, test_timeout)
+        report = compare(spec, after).model_copy(update={"layers": layers})
+        (out / "envspec.rebuilt.json").write_text(after.model_dump_json(indent=2))
+        (out / "rebuild.json").write_text(report.model_dump_json(indent=2))
+        log.begin(f"rebuild done: {'same statuses' if report.same else f'{len(report.differences)} differ'}")
+        return report
+    finally:
+        if own_log:
+            log.close()

@@ -1,0 +1,114 @@
+"""What both backends build, written once: the dependency layer's commands and key, the repo
+layer's steps, the shims that let sandboxes use a layer.
+
+A dependency layer lives in one directory (`$SWEDOJO_ENV`): the local cache's `<key>/`, or
+`/opt/swedojo/env` in an image. Python: `venv/` (the dependencies, not the project) and `shims/`
+(first on PATH); Node: `node_modules/`; C: nothing. The repo layer runs in every fresh sandbox:
+Python makes an overlay venv in `$HOME` that sees the layer through a `.pth` file and installs the
+project editable into it; Node links `node_modules` from the layer; make builds in the work tree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shlex
+from pathlib import Path
+
+from swedojo.repolaunch.detect import RepoAnalysis
+
+ENV_VAR = "SWEDOJO_ENV"
+"""`EnvSpec.env_vars` key naming the dependency layer's directory (in a sandbox's view)."""
+LAYOUT = 2
+"""Version of the layer layout; part of every key, so a layout change rebuilds."""
+PYTHON = "python"
+NODE = ("javascript", "typescript")
+NATIVE = ("c", "cpp")
+OVERLAY = '"$HOME/.swedojo-venv"'
+EXCLUDE_BUILD_LEFTOVERS = "git ls-files --others --exclude-standard --directory | sed 's|^|/|' >> .git/info/exclude"
+"""egg-info, build/, objects and links made by the repo layer stay out of `git diff`, hence out of patches."""
+LINK_NODE_MODULES = f'ln -sfn "${ENV_VAR}/node_modules" node_modules'
+NPM_QUIET = {"npm_config_update_notifier": "false", "npm_config_fund": "false", "npm_config_audit": "false"}
+"""npm settings for builds: no network calls beyond the registry, no noise in the log."""
+DROP_PROJECT = Path(__file__).with_name("drop_project.py")
+"""Script the dependency venv runs last: uninstall the project itself, list what is installed."""
+
+
+class UnsupportedLanguageError(ValueError):
+    """No recipe for this language in this backend yet."""
+
+
+def install_plan(analysis: RepoAnalysis) -> list[str]:
+    """The dependency layer's commands as recorded in the `EnvSpec` (replayed verbatim by --rebuild).
+
+    Python ends with the layer's own pip (date-pinned like the rest), which sandboxes use for
+    the repo layer.
+    """
+    if analysis.language == PYTHON:
+        when = f" --uploaded-prior-to {analysis.resolution_date}" if analysis.resolution_date else ""
+        return [*analysis.install_commands, f"pip install{when} pip"]
+    if analysis.language in NODE or analysis.language in NATIVE:
+        return list(analysis.install_commands)
+    raise UnsupportedLanguageError(f"no environment recipe for {analysis.language} ({analysis.build_system}) yet")
+
+
+def sandbox_steps(analysis: RepoAnalysis) -> list[str]:
+    """The repo layer as run in every fresh sandbox (`EnvSpec.rebuild_commands`)."""
+    if analysis.language == PYTHON:
+        return ["swedojo-overlay", *analysis.rebuild_commands, EXCLUDE_BUILD_LEFTOVERS] if analysis.rebuild_commands \
+            else []
+    if analysis.language in NODE:
+        return [LINK_NODE_MODULES, *analysis.rebuild_commands, EXCLUDE_BUILD_LEFTOVERS]
+    return [*analysis.rebuild_commands, EXCLUDE_BUILD_LEFTOVERS] if analysis.rebuild_commands else []
+
+
+def env_key(workdir: Path, analysis: RepoAnalysis, runtime: str) -> str:
+    """Hash of what decides a dependency layer: dependency files, commands, resolution date, runtime.
+
+    The same for both backends (`runtime` names the interpreter or the runtime image), so commits
+    whose dependency files did not change share one layer.
+    """
+    digest = hashlib.sha256(json.dumps({
+        "layout": LAYOUT, "runtime": runtime, "install": install_plan(analysis),
+        "rebuild": sandbox_steps(analysis), "date": analysis.resolution_date,
+    }, sort_keys=True).encode())
+    for rel in sorted(set(analysis.dependency_files)):
+        path = workdir / rel
+        digest.update(rel.encode() + b"\0" + (path.read_bytes() if path.is_file() else b"") + b"\0")
+    return digest.hexdigest()[:24]
+
+
+def python_shims(root: str, base_python: str, site: str, pip_driver: str) -> dict[str, str]:
+    """Scripts by path relative to the layer root: `shims/{python,python3,pip,swedojo-overlay}`, and
+    `venv/bin/pip`, which drives the venv with `pip_driver` (a python holding a date-aware pip)
+    until the layer's own pip replaces it."""
+    venv_python = shlex.quote(f"{root}/venv/bin/python")
+    pick = f'target={venv_python}; [ -x {OVERLAY}/bin/python ] && target={OVERLAY}/bin/python'
+    pth = f"import site; site.addsitedir({site!r})"
+    overlay = "\n".join([
+        "set -e",
+        f"{shlex.quote(base_python)} -m venv --without-pip {OVERLAY}",
+        f'site=$({OVERLAY}/bin/python -c "import sysconfig; print(sysconfig.get_path(\'purelib\'))")',
+        f'echo {shlex.quote(pth)} > "$site/_swedojo_deps.pth"',
+    ])
+    return {
+        "shims/python": f'{pick}\nexec "$target" "$@"',
+        "shims/python3": f'{pick}\nexec "$target" "$@"',
+        "shims/pip": f'{pick}\nexec "$target" -m pip "$@"',
+        "shims/swedojo-overlay": overlay,
+        "venv/bin/pip": f'exec {shlex.quote(pip_driver)} -m pip --python {venv_python} "$@"',
+    }
+
+
+def script(body: str) -> str:
+    return f"#!/bin/sh\n{body}\n"
+
+
+def npm_resolved(lock_text: str) -> dict[str, str]:
+    """name -> version of the top-level packages npm installed (`node_modules/.package-lock.json`)."""
+    try:
+        packages = json.loads(lock_text).get("packages", {})
+    except (json.JSONDecodeError, AttributeError):
+        return {}
+    return {path.removeprefix("node_modules/"): info.get("version", "") for path, info in sorted(packages.items())
+            if path.startswith("node_modules/") and "/node_modules/" not in path}

@@ -1,0 +1,87 @@
+"""Score a trajectory's patch on every tier in one fresh sandbox from the task's environment.
+
+Order inside the sandbox: the whole suite at base + test patch (tier 3's reference), then
+SWE-bench grading (applies the candidate and the test patch once, runs the listed tests), then
+the static checks and the whole suite on that same tree. Grading statuses and the F2P/P2P
+maps are exactly `grading.grade_in_sandbox`'s.
+"""
+
+from __future__ import annotations
+
+import time
+
+from swedojo.rewards.compose import RewardConfig, compose
+from swedojo.rewards.grading import PatchApplyError, grade_in_sandbox
+from swedojo.rewards.tiers import (
+    Judge,
+    format_tier,
+    skipped_tier,
+    static_tier,
+    suite_at_base,
+    tests_tier,
+    verification_tier,
+)
+from swedojo.sandboxes.base import Sandbox
+from swedojo.sandboxes.environment import Environment
+from swedojo.schema import EvalStatus, RewardReport, TaskInstance, Trajectory
+
+
+def score_in_sandbox(
+    sandbox: Sandbox,
+    env: Environment,
+    instance: TaskInstance,
+    trajectory: Trajectory,
+    config: RewardConfig,
+    judge: Judge | None = None,
+) -> RewardReport:
+    """Fill tiers and reward for `trajectory.patch` in `sandbox` (fresh, at base_commit)."""
+    candidate = trajectory.patch
+    baseline = None
+    if candidate.strip():
+        try:
+            baseline = suite_at_base(sandbox, env, instance)
+        except PatchApplyError as exc:
+            return RewardReport(instance_id=instance.instance_id, status=EvalStatus.INFRA_ERROR, error=f"task is broken: {exc}")
+    report = grade_in_sandbox(sandbox, env, instance, candidate)
+    if report.status == EvalStatus.INFRA_ERROR:
+        report.reward = 0.0
+        return report
+    tiers = [format_tier(trajectory, report)]
+    if baseline is None or report.status == EvalStatus.PATCH_FAILED:
+        reason = "empty patch" if baseline is None else "patch does not apply"
+        tiers += [skipped_tier(index, reason) for index in (1, 2, 3)]
+    else:
+        tiers += [
+            static_tier(sandbox, env, instance, candidate),
+            tests_tier(report),
+            verification_tier(sandbox, env, instance, baseline, candidate, judge),
+        ]
+    report.tiers = tiers
+    report.reward = compose(tiers, report.resolved, config)
+    return report
+
+
+def score(
+    env: Environment,
+    instance: TaskInstance,
+    trajectory: Trajectory,
+    config: RewardConfig | None = None,
+    judge: Judge | None = None,
+) -> RewardReport:
+    """Score `trajectory` for `instance` in a fresh sandbox; infrastructure failures become a status."""
+    start = time.monotonic()
+    try:
+        sandbox = env.open(instance.base_commit)
+    except Exception as exc:  # any failure to build the sandbox is infrastructure, not the agent
+        return RewardReport(
+            instance_id=instance.instance_id,
+            status=EvalStatus.INFRA_ERROR,
+            error=f"sandbox: {type(exc).__name__}: {exc}".splitlines()[0],
+            duration_s=time.monotonic() - start,
+        )
+    try:
+        report = score_in_sandbox(sandbox, env, instance, trajectory, config or RewardConfig(), judge)
+    finally:
+        sandbox.close()
+    report.duration_s = time.monotonic() - start
+    return report

@@ -1,0 +1,303 @@
+"""Reward tiers for code tasks: each a score in [0, 1], whether it passed, and the evidence behind it.
+
+0 format, 1 static, 2 tests, 3 verification. The tiers that look at code run in the one fresh
+sandbox `score.score_in_sandbox` opens from the task's environment, never in the agent's, so
+what the agent left behind (installed tools, edited caches) cannot influence its own reward.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from pydantic import BaseModel, Field
+
+from swedojo.repolaunch.parsers import parse_log
+from swedojo.rewards.grading import TEST_TIMEOUT_S, apply_patch, patch_files, restore_files
+from swedojo.sandboxes.base import Sandbox
+from swedojo.sandboxes.environment import Environment
+from swedojo.schema import EvalStatus, ExitStatus, RewardReport, TaskInstance, TestStatus, TierScore, Trajectory
+
+TIER_NAMES: tuple[str, ...] = ("format", "static", "tests", "verification")
+"""Tier index -> name."""
+
+MAX_LISTED = 20
+"""Test names listed in evidence before only a count is kept (evidence lands in results.jsonl)."""
+
+
+class Verdict(BaseModel):
+    """What a judge thinks of a candidate patch."""
+
+    score: float = Field(ge=0.0, le=1.0)
+    """Quality in [0, 1]; multiplies the verification tier's score."""
+    passed: bool
+    """Whether the judge accepts the patch; the verification tier passes only if it does."""
+    reason: str = ""
+    """One paragraph on why, kept as evidence."""
+
+
+class Judge(Protocol):
+    """An optional reviewer for tier 3 (a model behind a backend); the harness defines only the hook."""
+
+    def review(self, instance: TaskInstance, patch: str) -> Verdict:
+        """Judge `patch` as a fix for `instance`; must not touch any sandbox."""
+        ...
+
+
+class SuiteRun(BaseModel):
+    """The whole test suite run once: per-test statuses and how the command ended."""
+
+    statuses: dict[str, TestStatus]
+    """Test id -> status, as the environment's log parser reads the output."""
+    exit_code: int | None
+    """Exit code of the test command; None when it timed out."""
+    timed_out: bool
+    """The run hit TEST_TIMEOUT_S; tests it never reached count as failed."""
+
+
+def _passes(status: TestStatus | None) -> bool:
+    return status is not None and TestStatus(status).counts_as_pass
+
+
+def _tier(index: int, score: float, passed: bool, evidence: dict[str, Any]) -> TierScore:
+    return TierScore(tier=index, name=TIER_NAMES[index], score=score, passed=passed, evidence=evidence)
+
+
+def skipped_tier(index: int, reason: str) -> TierScore:
+    """A tier that had nothing to look at (no patch, or one that does not apply) scores 0."""
+    return _tier(index, 0.0, False, {"skipped": reason})
+
+
+def format_tier(trajectory: Trajectory, report: RewardReport) -> TierScore:
+    """Tier 0: submitted, no unrecovered format error, a non-empty patch that applies to the base.
+
+    A format error followed by a good turn was recovered; errors on the last turns were not.
+    Binary, because a run that fails any of these produced nothing a trainer should credit.
+    """
+    steps = trajectory.steps
+    last_good = max((i for i, step in enumerate(steps) if not step.error), default=-1)
+    unrecovered = [step.index for step in steps[last_good + 1 :]]
+    empty = not trajectory.patch.strip()
+    checks = {
+        "submitted": trajectory.exit_status == ExitStatus.SUBMITTED,
+        "format_errors_recovered": not unrecovered,
+        "patch_non_empty": not empty,
+        "patch_applies": not empty and report.status != EvalStatus.PATCH_FAILED,
+    }
+    evidence: dict[str, Any] = {
+        **checks,
+        "exit_status": trajectory.exit_status.value,
+        "format_error_steps": [step.index for step in steps if step.error],
+        "unrecovered_steps": unrecovered,
+    }
+    if report.status == EvalStatus.PATCH_FAILED:
+        evidence["apply_error"] = report.error
+    passed = all(checks.values())
+    return _tier(0, 1.0 if passed else 0.0, passed, evidence)
+
+
+@dataclass(frozen=True)
+class Linter:
+    """A linter the static tier runs when the repo configures it and the environment has it."""
+
+    name: str
+    configured: str
+    """Shell test, run at the repo root, that succeeds when the repo has this linter's config."""
+    commands: tuple[str, ...]
+    """Ways to invoke it, tried in order (`{python}` is the environment's interpreter)."""
+    stdin_args: str
+    """Arguments that lint stdin as `{path}` and print `path:line:col: ...` per error, exit 0."""
+
+
+LINTERS: tuple[Linter, ...] = (
+    Linter(
+        "ruff",
+        "test -f ruff.toml || test -f .ruff.toml || grep -qs '^\\[tool\\.ruff' pyproject.toml",
+        ("ruff", "{python} -m ruff"),
+        "check --no-fix --exit-zero --output-format=concise --stdin-filename {path} -",
+    ),
+    Linter(
+        "flake8",
+        "test -f .flake8 || grep -qs '^\\[flake8\\]' setup.cfg tox.ini",
+        ("{python} -m flake8", "flake8"),
+        "--exit-zero --stdin-display-name {path} -",
+    ),
+)
+
+
+def environment_python(env: Environment) -> str:
+    """The interpreter the tests run with (first word of the test command), else `python3`."""
+    words = shlex.split(env.spec.test_command)
+    first = words[0] if words else ""
+    return first if re.fullmatch(r"(\S*/)?python[\d.]*", first) else "python3"
+
+
+def _compile_error(sandbox: Sandbox, python: str, path: str) -> str | None:
+    """Last line of py_compile's complaint about `path`, or None when it compiles.
+
+    The bytecode goes to a throwaway prefix so the work tree stays as the patch left it; the
+    subshell keeps `exit` from ending a persistent terminal.
+    """
+    command = (
+        f'(d=$(mktemp -d); PYTHONPYCACHEPREFIX="$d" {python} -m py_compile {shlex.quote(path)}; '
+        'rc=$?; rm -rf "$d"; exit $rc)'
+    )
+    result = sandbox.exec(command)
+    if result.ok:
+        return None
+    lines = [line for line in result.output.strip().splitlines() if line.strip()]
+    return lines[-1].strip() if lines else f"exit {result.exit_code}"
+
+
+def _linter_command(sandbox: Sandbox, linter: Linter, python: str) -> str | None:
+    for template in linter.commands:
+        command = template.format(python=python)
+        if sandbox.exec(f"{command} --version >/dev/null 2>&1").ok:
+            return command
+    return None
+
+
+def _lint_count(sandbox: Sandbox, linter: Linter, command: str, source: str, path: str) -> int | None:
+    """Errors the linter reports for `path` with the text `source` prints; None if it failed.
+
+    Counted inside the sandbox, so a long report cut by the output cap still counts right.
+    """
+    args = linter.stdin_args.format(path=shlex.quote(path))
+    prefix = shlex.quote(f"{path}:")
+    counter = (
+        f"awk -v p={prefix} "
+        "'index($0, p) == 1 && substr($0, length(p) + 1) ~ /^[0-9]+:[0-9]+:/ {n++} END {print n + 0}'"
+    )
+    result = sandbox.exec(f'(out=$({source} | {command} {args}); rc=$?; printf "%s\\n" "$out" | {counter}; exit $rc)')
+    last = result.output.strip().splitlines()[-1:] if result.output.strip() else []
+    if not result.ok or not last or not last[0].isdigit():
+        return None
+    return int(last[0])
+
+
+def static_tier(sandbox: Sandbox, env: Environment, instance: TaskInstance, candidate: str) -> TierScore:
+    """Tier 1: the changed Python files compile, and the repo's linters find no new errors in them.
+
+    Runs after the candidate is applied. The linter's count at the base comes from the base
+    text (`git show`) linted under the same name, so no second checkout is needed. Files the
+    test patch owns are the task's, not the candidate's, and are left out.
+    """
+    owned_by_tests = set(patch_files(instance.test_patch))
+    names = [f for f in patch_files(candidate) if f.endswith(".py") and f not in owned_by_tests]
+    files = [f for f in names if sandbox.exec(f"test -f {shlex.quote(f)}").ok]
+    if not files:
+        return _tier(1, 1.0, True, {"python_files": [], "checked": ["no Python file changed outside the tests"]})
+    python = environment_python(env)
+    bad: set[str] = set()
+    compile_errors = {f: err for f in files if (err := _compile_error(sandbox, python, f)) is not None}
+    bad.update(compile_errors)
+    evidence: dict[str, Any] = {"python_files": files, "checked": [f"{python} -m py_compile"], "compile_errors": compile_errors}
+    for linter in LINTERS:
+        if not sandbox.exec(linter.configured).ok:
+            continue
+        command = _linter_command(sandbox, linter, python)
+        if command is None:
+            evidence.setdefault("linters_not_runnable", []).append(linter.name)
+            continue
+        counts: dict[str, dict[str, int | None]] = {}
+        for f in files:
+            base = f"git show {shlex.quote(f'{instance.base_commit}:{f}')} 2>/dev/null"
+            before = _lint_count(sandbox, linter, command, base, f)
+            after = _lint_count(sandbox, linter, command, f"cat {shlex.quote(f)}", f)
+            counts[f] = {"before": before, "after": after}
+            if before is not None and after is not None and after > before:
+                bad.add(f)
+        evidence["checked"].append(f"{linter.name} (repo config): error counts before/after")
+        evidence[linter.name] = counts
+    if len(evidence["checked"]) == 1:
+        evidence["checked"].append("no linter configured and runnable")
+    evidence["failing_files"] = sorted(bad)
+    return _tier(1, (len(files) - len(bad)) / len(files), not bad, evidence)
+
+
+def tests_tier(report: RewardReport) -> TierScore:
+    """Tier 2 from the SWE-bench grading: F2P fraction passing times P2P fraction kept.
+
+    A product, so that a patch which changes nothing (every P2P kept, no F2P) earns nothing.
+    When the log claims every listed test passed but the command disagrees (exit code,
+    timeout), the log cannot be trusted and the tier scores 0.
+    """
+    f2p = [_passes(s) for s in report.fail_to_pass.values()]
+    p2p = [_passes(s) for s in report.pass_to_pass.values()]
+    f2p_fraction = sum(f2p) / len(f2p) if f2p else 1.0
+    p2p_fraction = sum(p2p) / len(p2p) if p2p else 1.0
+    evidence: dict[str, Any] = {
+        "fail_to_pass": f"{sum(f2p)}/{len(f2p)}",
+        "pass_to_pass": f"{sum(p2p)}/{len(p2p)}",
+        "fail_to_pass_fraction": f2p_fraction,
+        "pass_to_pass_fraction": p2p_fraction,
+        "resolved": report.resolved,
+        "test_exit_code": report.test_exit_code,
+    }
+    score = f2p_fraction * p2p_fraction
+    if all(f2p + p2p) and not report.resolved:
+        evidence["log_untrusted"] = report.error
+        score = 0.0
+    return _tier(2, score, report.resolved, evidence)
+
+
+def run_suite(sandbox: Sandbox, env: Environment) -> SuiteRun:
+    """Run the environment's whole test suite once and parse its log."""
+    result = sandbox.exec(env.spec.test_command, timeout=TEST_TIMEOUT_S)
+    statuses = parse_log(env.spec.log_parser, result.output)
+    return SuiteRun(statuses=statuses, exit_code=result.exit_code, timed_out=result.timed_out)
+
+
+def suite_at_base(sandbox: Sandbox, env: Environment, instance: TaskInstance) -> SuiteRun:
+    """The whole suite at base + test patch, run before the candidate touches the tree.
+
+    Run first so that nothing the candidate's code does at test time can shrink the set of
+    tests it is later held to. Leaves the work tree at the base; PatchApplyError if the test
+    patch does not apply (the task is broken).
+    """
+    if instance.test_patch.strip():
+        apply_patch(sandbox, instance.test_patch, "test patch")
+    run = run_suite(sandbox, env)
+    restore_files(sandbox, instance.base_commit, patch_files(instance.test_patch))
+    return run
+
+
+def verification_tier(
+    sandbox: Sandbox,
+    env: Environment,
+    instance: TaskInstance,
+    baseline: SuiteRun,
+    candidate: str,
+    judge: Judge | None = None,
+) -> TierScore:
+    """Tier 3: every other test that passed at base + test patch still passes; flaky tests excluded.
+
+    Runs the whole suite on the graded tree (candidate + test patch). The listed F2P/P2P tests
+    are tier 2's; a test missing from the new log counts as failed. A judge, if given,
+    multiplies the score by its own and must accept the patch for the tier to pass.
+    """
+    after = run_suite(sandbox, env)
+    listed = set(instance.FAIL_TO_PASS) | set(instance.PASS_TO_PASS)
+    flaky = set(env.spec.flaky_tests)
+    passing_at_base = sorted(t for t, s in baseline.statuses.items() if _passes(s) and t not in listed)
+    watched = [t for t in passing_at_base if t not in flaky]
+    regressed = [t for t in watched if not _passes(after.statuses.get(t))]
+    score = (len(watched) - len(regressed)) / len(watched) if watched else 1.0
+    passed = not regressed
+    evidence: dict[str, Any] = {
+        "other_tests_passing_at_base": len(watched),
+        "still_passing": len(watched) - len(regressed),
+        "regressed": regressed[:MAX_LISTED],
+        "regressed_count": len(regressed),
+        "flaky_excluded": sorted(flaky.intersection(passing_at_base)),
+        "suite_exit_code": after.exit_code,
+        "suite_timed_out": after.timed_out,
+    }
+    if judge is not None:
+        verdict = judge.review(instance, candidate)
+        score *= verdict.score
+        passed = passed and verdict.passed
+        evidence["judge"] = verdict.model_dump()
+    return _tier(3, score, passed, evidence)

@@ -1,0 +1,154 @@
+"""`dojo sandbox`: run commands in the same hardened sandbox the agent gets, to debug an environment."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from swedojo.repos import CommitNotFoundError, RepoNotFoundError, resolve_repo
+from swedojo.sandboxes import (
+    BACKENDS,
+    Sandbox,
+    SandboxConfig,
+    SandboxError,
+    open_sandbox,
+)
+from swedojo.schema import EnvSpec
+
+sandbox_app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    help="Run commands in a hardened sandbox.",
+)
+
+CommandArg = typer.Argument(
+    ..., help="The command, after `--`; run by bash in the work tree."
+)
+BackendOpt = typer.Option(
+    "local", "--backend", help=f"Sandbox backend: {', '.join(BACKENDS)}."
+)
+ImageOpt = typer.Option("", "--image", help="Docker image (docker backend).")
+EnvOpt = typer.Option(
+    None, "--env", help="EnvSpec JSON file: image, workdir, env vars, repo and commit."
+)
+RepoOpt = typer.Option(
+    "", "--repo", help="Repository (path or URL) to check out into the work tree."
+)
+CommitOpt = typer.Option(
+    "", "--commit", help="Commit to check out (default: the EnvSpec's, else HEAD)."
+)
+NetworkOpt = typer.Option(False, "--network", help="Allow network access from inside.")
+TimeoutOpt = typer.Option(120.0, "--timeout", help="Per-command timeout in seconds.")
+
+
+def _open(
+    backend: str,
+    image: str,
+    env: Path | None,
+    repo: str,
+    commit: str,
+    network: bool,
+    timeout: float,
+) -> Sandbox:
+    """Open the sandbox the options describe; exit with a one-line error when that fails."""
+    workdir = "/testbed"
+    env_vars: dict[str, str] = {}
+    try:
+        if env is not None:
+            spec = EnvSpec.model_validate_json(env.read_text())
+            image, workdir, env_vars = (
+                image or spec.image,
+                spec.workdir or workdir,
+                spec.env_vars,
+            )
+            repo, commit = repo or spec.repo, commit or spec.commit
+        source = resolve_repo(repo) if repo else None
+        config = SandboxConfig(network=network, command_timeout_s=timeout, env=env_vars)
+        return open_sandbox(
+            backend,
+            image=image,
+            source=source,
+            commit=(commit or "HEAD") if source else None,
+            config=config,
+            workdir=workdir,
+        )
+    except (
+        OSError,
+        ValueError,
+        SandboxError,
+        RepoNotFoundError,
+        CommitNotFoundError,
+    ) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+
+
+def _show(output: str) -> None:
+    typer.echo(output, nl=bool(output) and not output.endswith("\n"))
+
+
+@sandbox_app.command("exec")
+def exec_command(
+    command: list[str] = CommandArg,
+    backend: str = BackendOpt,
+    image: str = ImageOpt,
+    env: Path | None = EnvOpt,
+    repo: str = RepoOpt,
+    commit: str = CommitOpt,
+    network: bool = NetworkOpt,
+    timeout: float = TimeoutOpt,
+) -> None:
+    """Run one command in a fresh sandbox; its output is printed and its exit code returned (124: timed out)."""
+    with _open(backend, image, env, repo, commit, network, timeout) as sandbox:
+        result = sandbox.exec(" ".join(command))
+    _show(result.output)
+    raise typer.Exit(124 if result.timed_out else result.exit_code or 0)
+
+
+@sandbox_app.command("shell")
+def shell_command(
+    backend: str = BackendOpt,
+    image: str = ImageOpt,
+    env: Path | None = EnvOpt,
+    repo: str = RepoOpt,
+    commit: str = CommitOpt,
+    network: bool = NetworkOpt,
+    timeout: float = TimeoutOpt,
+) -> None:
+    """An interactive loop over one persistent sandbox terminal (cwd and env persist); Ctrl-D leaves."""
+    with _open(backend, image, env, repo, commit, network, timeout) as sandbox:
+        typer.echo(
+            f"{backend} sandbox, work tree {sandbox.workdir}; Ctrl-D leaves", err=True
+        )
+        while True:
+            try:
+                line = input("$ ")
+            except EOFError:
+                break
+            if not line.strip():
+                continue
+            result = sandbox.exec(line)
+            _show(result.output)
+            if not result.ok:
+                typer.echo(
+                    "[timed out]" if result.timed_out else f"[exit {result.exit_code}]",
+                    err=True,
+                )
+
+
+@sandbox_app.command("prune")
+def prune_command(
+    everything: bool = typer.Option(
+        False, "--all", help="Remove every labelled container, not only orphans."
+    ),
+) -> None:
+    """Remove leftover sandbox containers (whose owning process is gone)."""
+    from swedojo.sandboxes.docker import prune
+
+    try:
+        removed = prune(everything)
+    except SandboxError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(f"removed {len(removed)} sandbox container(s)")

@@ -1,0 +1,139 @@
+"""The OpenAI-compatible backend against a real HTTP server on 127.0.0.1 serving canned vLLM-style answers."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from swedojo.agent.backends import Message, Role, SamplingParams, ThinkingHistory, TransientBackendError, load_backend
+from swedojo.agent.backends.openai_http import RAW_ARGUMENTS_KEY, OpenAIHTTPBackend, ServerRequestError
+from swedojo.schema import ToolCall
+
+COMPLETION = {
+    "id": "chatcmpl-1",
+    "object": "chat.completion",
+    "model": "glm-5",
+    "prompt_token_ids": [1, 2, 3],
+    "choices": [
+        {
+            "index": 0,
+            "finish_reason": "tool_calls",
+            "token_ids": [10, 11, 12, 13],
+            "logprobs": {"content": [{"token": t, "logprob": -0.5 * i} for i, t in enumerate("abcd")]},
+            "message": {
+                "role": "assistant",
+                "reasoning_content": " check the files ",
+                "content": "",
+                "tool_calls": [
+                    {"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": '{"command": "ls"}'}},
+                    {"id": "call_2", "type": "function", "function": {"name": "bash", "arguments": "not json"}},
+                ],
+            },
+        }
+    ],
+    "usage": {"prompt_tokens": 3, "completion_tokens": 4, "prompt_tokens_details": {"cached_tokens": 2}},
+}
+
+
+class _Server(ThreadingHTTPServer):
+    requests: list[dict]
+    status: int = 200
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+
+    def log_message(self, *args) -> None:
+        pass
+
+    def _reply(self, status: int, body: dict) -> None:
+        payload = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    def do_GET(self) -> None:
+        self.server.requests.append({"path": self.path})
+        self._reply(200, {"object": "list", "data": [{"id": "glm-5", "object": "model"}]})
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
+        if self.server.status != 200:
+            self._reply(self.server.status, {"error": {"message": "busy"}})
+        else:
+            self._reply(200, COMPLETION)
+
+
+@pytest.fixture
+def server() -> Iterator[_Server]:
+    httpd = _Server(("127.0.0.1", 0), _Handler)
+    httpd.requests = []
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield httpd
+    httpd.shutdown()
+    httpd.server_close()
+
+
+def _url(server: _Server) -> str:
+    return f"http://127.0.0.1:{server.server_address[1]}"
+
+
+def test_round_trip_with_reasoning_tool_calls_token_ids_and_logprobs(server):
+    backend = load_backend(_url(server))
+    assert isinstance(backend, OpenAIHTTPBackend) and backend.base_url.endswith("/v1")
+    earlier = Message(
+        role=Role.ASSISTANT, reasoning="plan", content="", tool_calls=[ToolCall(name="bash", arguments={"command": "pwd"}, call_id="c0")]
+    )
+    messages = [Message.system("sys"), Message.user("fix"), earlier, Message.observation("/testbed", call_id="c0")]
+    params = SamplingParams(temperature=0.6, top_k=20, seed=4, stop=["</answer>"], max_new_tokens=64)
+    generation = backend.generate(messages, params)
+
+    assert [r["path"] for r in server.requests] == ["/v1/models", "/v1/chat/completions"]
+    body = server.requests[1]["body"]
+    assert body["model"] == "glm-5" and body["max_tokens"] == 64 and body["top_k"] == 20 and body["seed"] == 4
+    assert body["return_token_ids"] is True and body["logprobs"] is True
+    assert body["chat_template_kwargs"] == {"enable_thinking": True, "clear_thinking": False}
+    assert body["messages"][2] == {
+        "role": "assistant",
+        "content": "",
+        "reasoning_content": "plan",
+        "tool_calls": [{"id": "c0", "type": "function", "function": {"name": "bash", "arguments": '{"command": "pwd"}'}}],
+    }
+    assert body["messages"][3] == {"role": "tool", "tool_call_id": "c0", "content": "/testbed"}
+
+    assert generation.reasoning == "check the files"
+    assert generation.tool_calls[0] == ToolCall(name="bash", arguments={"command": "ls"}, call_id="call_1")
+    assert generation.tool_calls[1].arguments == {RAW_ARGUMENTS_KEY: "not json"}
+    assert generation.token_ids == [10, 11, 12, 13] and generation.prompt_token_ids == [1, 2, 3]
+    assert generation.logprobs == [0.0, -0.5, -1.0, -1.5] and generation.logprob_kind.value == "server"
+    assert generation.finish_reason.value == "stop"
+    usage = generation.usage
+    assert (usage.prompt_tokens, usage.cached_tokens, usage.prefill_tokens, usage.completion_tokens) == (3, 2, 1, 4)
+
+    again = OpenAIHTTPBackend(_url(server) + "/v1", model="served", api_key="k")
+    again.generate([Message.user("x")], SamplingParams(thinking=False, history=ThinkingHistory.INTERLEAVED))
+    last = server.requests[-1]
+    assert last["body"]["model"] == "served" and last["auth"] == "Bearer k"
+    assert last["body"]["chat_template_kwargs"] == {"enable_thinking": False, "clear_thinking": True}
+
+
+def test_server_errors_are_typed(server):
+    backend = OpenAIHTTPBackend(_url(server), model="m")
+    server.status = 503
+    with pytest.raises(TransientBackendError):
+        backend.generate([Message.user("x")], SamplingParams())
+    server.status = 400
+    with pytest.raises(ServerRequestError):
+        backend.generate([Message.user("x")], SamplingParams())
+    server.shutdown()
+    server.server_close()
+    with pytest.raises(TransientBackendError):
+        OpenAIHTTPBackend(_url(server), model="m", timeout=2).generate([Message.user("x")], SamplingParams())

@@ -1,0 +1,70 @@
+"""`dojo run` end to end: a real repo, a real sandbox, the scripted and the tiny in-process model."""
+
+import json
+
+from taskrepo import make_task_repo
+from typer.testing import CliRunner
+
+from swedojo.cli import app
+from swedojo.schema import ExitStatus, Trajectory
+from swedojo.tools.formats import get_format
+from swedojo.schema import ToolCall
+
+GLM = get_format("glm")
+
+
+def _call(name, **arguments):
+    return GLM.render_calls([ToolCall(name=name, arguments=arguments)])
+
+
+def _setup(tmp_path):
+    mirror, task = make_task_repo(tmp_path / "mirror")
+    issue = tmp_path / "issue.md"
+    issue.write_text("clamp(50, 0, 10) returns 50; it should return 10.\n")
+    return mirror / task.repo, issue
+
+
+def test_run_with_scripted_model_fixes_the_issue(tmp_path):
+    repo, issue = _setup(tmp_path)
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([
+        {"reasoning": "Look first.", "content": "Plan: read, fix, test.\n" + _call("bash", command="grep -n 'return' calc.py")},
+        {"content": _call("str_replace_editor", command="str_replace", path="calc.py",
+                          old_str="        return low\n    return value",
+                          new_str="        return low\n    if value > high:\n        return high\n    return value")},
+        {"content": _call("submit")},
+    ]))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["run", "--repo", str(repo), "--issue", str(issue), "--model", f"scripted:{script}", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "exit status: submitted" in result.output
+    trajectory = Trajectory.model_validate_json((out / "trajectory.json").read_text())
+    assert trajectory.exit_status == ExitStatus.SUBMITTED
+    assert "+    if value > high:" in (out / "patch.diff").read_text()
+    report = json.loads((out / "report.json").read_text())
+    assert [t["passed"] for t in report["tiers"]] == [True, True] and report["reward"] == 1.0
+
+
+def test_run_with_tiny_in_process_model_respects_limits_and_records_tokens(tmp_path):
+    repo, issue = _setup(tmp_path)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["run", "--repo", str(repo), "--issue", str(issue), "--model", "tiny:glm_moe_dsa",
+                                      "--out", str(out), "--max-steps", "2"])
+    assert result.exit_code == 0, result.output
+    trajectory = Trajectory.model_validate_json((out / "trajectory.json").read_text())
+    # a random model writes junk: the run ends on a limit, never by accident of a crash
+    assert trajectory.exit_status in (ExitStatus.LIMIT_STEPS, ExitStatus.FORMAT_ERRORS, ExitStatus.SUBMITTED)
+    assert 1 <= len(trajectory.steps) <= 2
+    assert trajectory.initial_prompt_token_ids
+    for step in trajectory.steps:
+        assert step.response_token_ids and len(step.response_logprobs) == len(step.response_token_ids)
+        assert all(lp <= 0.0 for lp in step.response_logprobs)
+        assert step.usage["prefill_tokens"] + step.usage["cached_tokens"] == step.usage["prompt_tokens"]
+    if len(trajectory.steps) == 2:
+        assert trajectory.steps[1].usage["cached_tokens"] > 0  # the retained cache served the history
+
+
+def test_run_with_a_missing_issue_file_is_a_clear_error(tmp_path):
+    repo, _ = _setup(tmp_path)
+    result = CliRunner().invoke(app, ["run", "--repo", str(repo), "--issue", str(tmp_path / "nope.md"), "--model", "scripted:x"])
+    assert result.exit_code == 2 and "no such issue file" in result.output

@@ -1,0 +1,221 @@
+"""Rule-based analysis on repositories of several shapes, CI workflows included."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from launch_helpers import write_tree
+
+from swedojo.repolaunch.ci import read_workflows
+from swedojo.repolaunch.detect import NoBuildSystemError, analyse, debian_release
+
+WORKFLOW = """name: ci
+on: [push, pull_request]
+jobs:
+  test:
+    runs-on: ubuntu-latest
+    strategy:
+      matrix:
+        python-version: [3.9, 3.10, "3.11"]
+    steps:
+      - uses: actions/checkout@v4
+      - uses: actions/setup-python@v5
+        with:
+          python-version: ${{ matrix.python-version }}
+      - name: install
+        run: |
+          python -m pip install --upgrade pip
+          pip install -e .[test] \\
+            -r requirements-ci.txt
+      - run: pytest -q tests
+      - run: echo done
+"""
+
+
+def day(text: str) -> datetime:
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
+
+
+def said(analysis, file: str) -> list[str]:
+    return [e.says for e in analysis.evidence if e.file == file]
+
+
+def test_pyproject_with_ci_workflow(tmp_path: Path) -> None:
+    write_tree(tmp_path, {
+        "pyproject.toml": """[build-system]
+requires = ["hatchling"]
+build-backend = "hatchling.build"
+[project]
+name = "pkg"
+version = "1.0"
+requires-python = ">=3.8"
+dependencies = ["attrs>=22"]
+classifiers = ["Programming Language :: Python :: 3.9", "Programming Language :: Python :: 3.10"]
+[project.optional-dependencies]
+test = ["pytest-mock", "pkg[speed]"]
+speed = ["ujson"]
+docs = ["sphinx"]
+""",
+        "requirements-ci.txt": "coverage\n",
+        ".github/workflows/ci.yml": WORKFLOW,
+        ".github/workflows/broken.yaml": "jobs: [unclosed\n",
+    })
+    analysis = analyse(tmp_path, day("2023-06-01"))
+    assert (analysis.language, analysis.build_system) == ("python", "pyproject")
+    # 3.11 is the newest version out by the date that CI and classifiers name and requires-python allows.
+    assert analysis.runtime_version == "3.11" and analysis.debian_release == "bookworm"
+    assert analysis.runtime_allowed[:3] == ["3.11", "3.10", "3.9"] and "3.12" not in analysis.runtime_allowed
+    assert analysis.install_commands == [
+        "pip install --uploaded-prior-to 2023-06-01T00:00:00Z hatchling",
+        ("pip install --uploaded-prior-to 2023-06-01T00:00:00Z 'attrs>=22' pytest-mock ujson pytest "
+         "-r requirements-ci.txt"),
+    ]
+    assert analysis.rebuild_commands == ["pip install --no-deps --no-build-isolation -e ."]
+    assert (analysis.test_command, analysis.log_parser) == ("python -m pytest -rA -v -p no:cacheprovider", "pytest")
+    assert analysis.ci_commands == ["python -m pip install --upgrade pip", "pip install -e .[test] -r requirements-ci.txt",
+                                    "pytest -q tests"]
+    assert "CI runs python 3.9, 3.10, 3.11" in said(analysis, ".github/workflows")
+    assert said(analysis, ".github/workflows/broken.yaml") == ["workflow did not parse; skipped"]
+    assert set(analysis.dependency_files) == {"pyproject.toml", "requirements-ci.txt"}
+
+
+def test_setup_py_with_requirements(tmp_path: Path) -> None:
+    write_tree(tmp_path, {
+        "setup.py": """from setuptools import setup
+setup(
+    name="legacy",
+    python_requires=">=3.6",
+    classifiers=["Programming Language :: Python :: 3.6", "Programming Language :: Python :: 3.7",
+                 "Programming Language :: Python :: 3.8"],
+    extras_require={"testing": ["pytest-cov"], "docs": ["sphinx"]},
+)
+""",
+        "requirements.txt": "six\n",
+        "requirements-test.txt": "pytest<6\n",
+        "requirements-docs.txt": "sphinx\n",
+    })
+    analysis = analyse(tmp_path, day("2020-01-01"))
+    assert (analysis.language, analysis.build_system) == ("python", "setup.py")
+    assert analysis.runtime_version == "3.8" and analysis.debian_release == "bullseye"
+    assert analysis.install_commands == [
+        "pip install --uploaded-prior-to 2020-01-01T00:00:00Z setuptools wheel",
+        ("pip install --uploaded-prior-to 2020-01-01T00:00:00Z pytest -r requirements-test.txt -r requirements.txt "
+         "'.[testing]'"),
+    ]
+    assert "requirements-docs.txt" not in analysis.dependency_files
+
+
+def test_tox_project(tmp_path: Path) -> None:
+    write_tree(tmp_path, {
+        "tox.ini": """[tox]
+envlist = py3{7,8,9}, lint
+[testenv]
+deps =
+    pytest-mock
+    -r{toxinidir}/requirements-dev.txt
+    lint: flake8
+commands = pytest {posargs}
+""",
+        "requirements-dev.txt": "pytest\n",
+        "setup.cfg": "[options]\npython_requires = >=3.7\n",
+        "mymod.py": "",
+    })
+    analysis = analyse(tmp_path)
+    assert (analysis.language, analysis.build_system) == ("python", "tox")
+    assert analysis.runtime_version == "3.9"  # newest in the envlist
+    assert analysis.install_commands == ["pip install pytest-mock pytest -r requirements-dev.txt"]
+    assert analysis.rebuild_commands == []  # nothing to install: tests import from the work tree
+    assert "testenv commands: pytest {posargs}" in said(analysis, "tox.ini")
+    assert "envlist names python 3.7, 3.8, 3.9" in said(analysis, "tox.ini")
+
+
+@pytest.mark.parametrize(("files", "expected"), [
+    ({"package.json": '{"devDependencies": {"jest": "^29"}, "engines": {"node": ">=18"}, '
+                      '"scripts": {"test": "jest", "build": "tsc"}}', "package-lock.json": "{}"},
+     ("javascript", "npm", "20", ["npm ci"], ["npm run build"], "npx jest --ci --json", "jest")),
+    ({"package.json": '{"devDependencies": {"vitest": "^1", "typescript": "^5"}}', "pnpm-lock.yaml": "",
+      ".nvmrc": "v18.19.0\n"},
+     ("typescript", "pnpm", "18", ["pnpm install --frozen-lockfile"], [], "npx vitest run --reporter=json", "vitest")),
+    ({"package.json": '{"scripts": {"test": "node --test"}}', "yarn.lock": ""},
+     ("javascript", "yarn", "20", ["yarn install --frozen-lockfile"], [], "node --test --test-reporter=tap", "tap")),
+])
+def test_node_projects(tmp_path: Path, files: dict[str, str], expected: tuple) -> None:
+    write_tree(tmp_path, files)
+    a = analyse(tmp_path, day("2024-01-01"))
+    assert (a.language, a.build_system, a.runtime_version, a.install_commands, a.rebuild_commands,
+            a.test_command, a.log_parser) == expected
+
+
+def test_c_projects(tmp_path: Path) -> None:
+    make = write_tree(tmp_path / "make", {
+        "Makefile": "all: calc\ncalc: calc.c\n\tcc -o calc calc.c\ncheck: calc\n\t./run-tests.sh\n",
+        "calc.c": "int main(void) { return 0; }\n",
+    })
+    a = analyse(make)
+    assert (a.language, a.build_system, a.rebuild_commands, a.test_command, a.log_parser) == \
+        ("c", "make", ["make -j2"], "make check", "tap")
+    cmake = write_tree(tmp_path / "cmake", {
+        "CMakeLists.txt": "project(x CXX)\nenable_testing()\nadd_test(NAME t COMMAND t)\n",
+        "src/main.cpp": "int main() {}\n",
+    })
+    a = analyse(cmake)
+    assert (a.language, a.build_system, a.test_command, a.log_parser) == \
+        ("cpp", "cmake", "cd build && ctest --output-on-failure", "ctest")
+
+
+def test_go_rust_java(tmp_path: Path) -> None:
+    go = write_tree(tmp_path / "go", {"go.mod": "module example.com/x\n\ngo 1.21\n\ntoolchain go1.22.3\n",
+                                      "go.sum": ""})
+    a = analyse(go)
+    assert (a.language, a.runtime_version, a.install_commands, a.test_command, a.log_parser) == \
+        ("go", "1.22", ["go mod download"], "go test -json ./...", "gotest")
+    assert a.dependency_files == ["go.mod", "go.sum"]
+
+    rust = write_tree(tmp_path / "rust", {"Cargo.toml": '[package]\nname = "x"\nrust-version = "1.70"\n',
+                                          "rust-toolchain.toml": '[toolchain]\nchannel = "1.75.0"\n'})
+    a = analyse(rust)
+    assert (a.language, a.runtime_version, a.test_command, a.log_parser) == \
+        ("rust", "1.75.0", "cargo test --no-fail-fast", "cargo")
+
+    maven = write_tree(tmp_path / "maven", {
+        "pom.xml": "<project><properties><maven.compiler.source>1.8</maven.compiler.source>"
+                   "<maven.compiler.release>11</maven.compiler.release></properties></project>"})
+    a = analyse(maven)
+    assert (a.language, a.build_system, a.runtime_version, a.debian_release, a.log_parser) == \
+        ("java", "maven", "11", "bullseye", "surefire")
+    assert "surefire-reports" in a.test_command
+
+    gradle = write_tree(tmp_path / "gradle", {
+        "build.gradle.kts": "java { toolchain { languageVersion.set(JavaLanguageVersion.of(21)) } }\n",
+        "gradlew": "#!/bin/sh\n"})
+    a = analyse(gradle)
+    assert (a.build_system, a.runtime_version, a.debian_release) == ("gradle", "21", "trixie")
+    assert a.test_command.startswith("./gradlew --no-daemon test --continue")
+
+
+def test_ci_reading_is_robust(tmp_path: Path) -> None:
+    write_tree(tmp_path, {
+        ".github/workflows/a.yml": "on:\n  push:\njobs:\n  t:\n    steps:\n      - run: [not, a, string]\n"
+                                   "      - with: {node-version: 20.x, go-version: '1.21.5'}\n"
+                                   "      - run: npm ci && npm test\n",
+        ".github/workflows/b.yml": "\x00\x01 not yaml: [",
+        ".github/workflows/c.yml": "",
+    })
+    found = read_workflows(tmp_path)
+    assert found.versions == {"node": ["20"], "go": ["1.21"]}
+    assert [(c.kind, c.command) for c in found.commands] == [("test", "npm ci && npm test")]
+    assert found.unreadable == [".github/workflows/b.yml"]
+
+
+def test_no_build_system(tmp_path: Path) -> None:
+    write_tree(tmp_path, {"README.md": "nothing to build\n"})
+    with pytest.raises(NoBuildSystemError, match="no build or dependency file"):
+        analyse(tmp_path)
+
+
+def test_debian_release_by_runtime() -> None:
+    assert [debian_release("python", v) for v in ("3.7", "3.9", "3.10", "3.11", "3.12", "3.13")] == \
+        ["bullseye", "bullseye", "bookworm", "bookworm", "trixie", "trixie"]
+    assert debian_release("go", "1.22") == "bookworm"

@@ -1,0 +1,220 @@
+"""Local launches end to end on real git repositories, real pip installs and real sandboxes.
+
+The main repository's commit is dated 2024-06-01, so its dependencies resolve as of that day
+(pytest 8.2.1; 8.2.2 came out on 2024-06-04). The repositories for bad input share its dependency
+files, hence its cached dependency layer, so only one cold build runs in this module.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import typer
+from launch_helpers import commit_all, write_tree
+from typer.testing import CliRunner
+
+from swedojo.repolaunch.cli import launch_command
+from swedojo.repolaunch.detect import RepoAnalysis
+from swedojo.repolaunch.errors import (
+    AnalyseError,
+    DiscoveryError,
+    InstallError,
+    LaunchError,
+    ResolveError,
+)
+from swedojo.repolaunch.fallback import SetupRequest
+from swedojo.repolaunch.launch import environment, launch
+from swedojo.repolaunch.parsers import parse_log
+from swedojo.schema import TestStatus
+
+DATE = "2024-06-01T12:00:00Z"
+PROJECT = {
+    "pyproject.toml": """[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "calc"
+version = "0.1.0"
+requires-python = ">=3.9"
+dependencies = []
+
+[project.optional-dependencies]
+test = ["iniconfig"]
+""",
+    "src/calc/__init__.py": """from importlib.metadata import version
+
+__version__ = version("calc")  # only works when the project is installed
+
+
+def add(a, b):
+    return a + b
+""",
+}
+TESTS = {
+    "tests/test_calc.py": """import os
+
+import pytest
+
+from calc import __version__, add
+
+MARKER = os.path.join(os.path.dirname(__file__), ".ran-before")
+
+
+def test_add():
+    assert add(1, 2) == 3
+
+
+def test_installed_version():
+    assert __version__ == "0.1.0"
+
+
+def test_known_bug():
+    assert add(1, 1) == 3
+
+
+@pytest.mark.skip(reason="later")
+def test_later():
+    pass
+
+
+def test_flaky():
+    ran_before = os.path.exists(MARKER)
+    open(MARKER, "w").close()
+    assert not ran_before
+""",
+}
+
+
+@pytest.fixture(scope="module")
+def launched(tmp_path_factory: pytest.TempPathFactory, env_cache: Path) -> dict:
+    root = tmp_path_factory.mktemp("launch")
+    repo = write_tree(root / "calc", {**PROJECT, **TESTS})
+    commit_all(repo, "initial", DATE)
+    start = time.monotonic()
+    spec = launch(str(repo), root / "out", cache_dir=env_cache / "envs")
+    return {"repo": repo, "spec": spec, "out": root / "out", "cold_s": time.monotonic() - start, "root": root}
+
+
+def test_local_launch_end_to_end(launched: dict) -> None:
+    spec, out = launched["spec"], launched["out"]
+    assert spec.test_status == {
+        "tests/test_calc.py::test_add": TestStatus.PASSED,
+        "tests/test_calc.py::test_installed_version": TestStatus.PASSED,
+        "tests/test_calc.py::test_known_bug": TestStatus.FAILED,
+        "tests/test_calc.py::test_later": TestStatus.SKIPPED,
+        "tests/test_calc.py::test_flaky": TestStatus.FAILED,  # failed in run 2: worst status is kept
+    }
+    assert spec.flaky_tests == ["tests/test_calc.py::test_flaky"]
+    assert (spec.language, spec.build_system, spec.log_parser) == ("python", "pyproject", "pytest")
+    assert spec.resolution_date == DATE
+    assert spec.resolved_dependencies["pytest"] == "8.2.1"  # as of the commit date
+    assert "calc" not in spec.resolved_dependencies  # the project lives in the repo layer
+    assert spec.install_commands[-1] == f"pip install --uploaded-prior-to {DATE} pip"  # the layer's own pip
+    assert spec.rebuild_commands[:2] == ["swedojo-overlay", "pip install --no-deps --no-build-isolation -e ."]
+    assert spec.network_tests == []  # test_known_bug fails with the network on too; test_flaky is flaky
+    assert (spec.env_vars["TZ"], spec.env_vars["PYTHONHASHSEED"], spec.env_vars["LC_ALL"]) == ("UTC", "0", "C.UTF-8")
+    assert json.loads((out / "envspec.json").read_text())["flaky_tests"] == spec.flaky_tests
+    log = (out / "build.log").read_text()
+    assert "==> test run 2/2" in log and "baseline: 5 tests, 1 flaky" in log
+    print(f"\ncold local launch: {launched['cold_s']:.1f}s")
+
+
+def test_second_launch_is_a_cache_hit(launched: dict, env_cache: Path) -> None:
+    spec = launched["spec"]
+    start = time.monotonic()
+    again = launch(str(launched["repo"]), launched["root"] / "again", commit=spec.commit[:10],
+                   cache_dir=env_cache / "envs")
+    warm = time.monotonic() - start
+    log = (launched["root"] / "again" / "build.log").read_text()
+    assert "cache hit" in log and "validated spec cache hit" in log and "test run" not in log
+    assert (again.test_status, again.flaky_tests, again.commit) == (spec.test_status, spec.flaky_tests, spec.commit)
+    print(f"\nwarm local launch: {warm:.1f}s (cold {launched['cold_s']:.1f}s)")
+    assert warm < launched["cold_s"]
+
+
+def test_instance_sandbox_on_a_later_commit(launched: dict) -> None:
+    """How eval uses a launched environment: a fresh prepared sandbox at an instance's commit."""
+    repo, spec = launched["repo"], launched["spec"]
+    write_tree(repo, {"tests/test_more.py": "from calc import add\n\ndef test_more():\n    assert add(2, 2) == 4\n"})
+    later = commit_all(repo, "more tests", "2024-06-02T12:00:00Z")
+    with environment(spec, repo).open(later) as sandbox:
+        result = sandbox.exec(f"{spec.test_command} tests/test_more.py tests/test_calc.py::test_installed_version")
+        assert parse_log(spec.log_parser, result.output) == {
+            "tests/test_more.py::test_more": TestStatus.PASSED,
+            "tests/test_calc.py::test_installed_version": TestStatus.PASSED,
+        }
+        assert sandbox.diff() == ""  # the repo layer's egg-info stays out of patches
+
+
+def test_not_a_repo(tmp_path: Path) -> None:
+    plain = write_tree(tmp_path / "plain", {"setup.py": ""})
+    with pytest.raises(ResolveError) as caught:
+        launch(str(plain), tmp_path / "out")
+    assert caught.value.stage == "resolve" and "not a git repository" in str(caught.value)
+    assert caught.value.log_path == tmp_path / "out" / "build.log" and caught.value.log_path.read_text()
+
+
+def test_unknown_commit(launched: dict, tmp_path: Path) -> None:
+    with pytest.raises(ResolveError, match=r"\[resolve\] .*no commit 'deadbeef'"):
+        launch(str(launched["repo"]), tmp_path / "out", commit="deadbeef")
+    assert "deadbeef" in (tmp_path / "out" / "build.log").read_text()
+
+
+def test_install_fails(make_repo, tmp_path: Path, env_cache: Path) -> None:
+    repo = make_repo("broken", {"requirements-test.txt": "-r does-not-exist.txt\n", "test_x.py": ""})
+    with pytest.raises(InstallError) as caught:
+        launch(str(repo), tmp_path / "out", cache_dir=env_cache / "envs")
+    assert caught.value.stage == "install" and "exited with 1" in caught.value.message
+    assert "does-not-exist.txt" in caught.value.log_path.read_text()
+    assert not [p for p in (env_cache / "envs").iterdir() if p.is_dir() and not (p / "env.json").exists()]
+
+
+def test_no_tests(make_repo, tmp_path: Path, launched: dict, env_cache: Path) -> None:
+    repo = make_repo("untested", PROJECT, DATE)  # same dependency files: the cached layer is reused
+    with pytest.raises(DiscoveryError) as caught:
+        launch(str(repo), tmp_path / "out", cache_dir=env_cache / "envs")
+    assert caught.value.stage == "test-discovery" and "exit 5" in caught.value.message
+    log = caught.value.log_path.read_text()
+    assert "cache hit" in log and "no tests ran" in log
+
+
+class RecordingAgent:
+    """Stands in for the setup agent: records what it was asked and proposes a plan that fails."""
+
+    def __init__(self) -> None:
+        self.requests: list[SetupRequest] = []
+
+    def propose(self, request: SetupRequest) -> RepoAnalysis:
+        self.requests.append(request)
+        return RepoAnalysis(language="python", build_system="agent", runtime_allowed=["3.13", "3.12", "3.11", "3.10"],
+                            install_commands=["echo agent plan; exit 3"], test_command="python -m pytest",
+                            log_parser="pytest")
+
+
+def test_rules_fail_then_the_setup_agent_hook(make_repo, tmp_path: Path, env_cache: Path) -> None:
+    repo = make_repo("bare", {"README.md": "no build files\n"})
+    with pytest.raises(AnalyseError, match=r"\[analyse\] .*no setup agent is configured"):
+        launch(str(repo), tmp_path / "out1")
+    agent = RecordingAgent()
+    with pytest.raises(InstallError, match="exited with 3"):
+        launch(str(repo), tmp_path / "out2", cache_dir=env_cache / "envs", agent=agent)
+    assert [r.stage for r in agent.requests] == ["analyse", "install"]
+    assert agent.requests[0].analysis is None and agent.requests[1].analysis is not None
+    assert "agent plan" in (tmp_path / "out2" / "build.log").read_text()
+
+
+def test_cli(launched: dict, tmp_path: Path, env_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SWEDOJO_CACHE", str(env_cache))
+    app = typer.Typer()
+    app.command()(launch_command)
+    runner = CliRunner()
+    ok = runner.invoke(app, [str(launched["repo"]), "--commit", launched["spec"].commit, "--out", str(tmp_path / "a")])
+    assert ok.exit_code == 0, ok.output
+    assert (tmp_path / "a" / "envspec.json").is_file() and "environment ready" in ok.output
+    bad = runner.invoke(app, [str(tmp_path / "nowhere"), "--out", str(tmp_path / "b")])
+    assert bad.exit_code == 1 and "stage resolve" in bad.output
+    assert issubclass(ResolveError, LaunchError)

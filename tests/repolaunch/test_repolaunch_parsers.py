@@ -1,0 +1,261 @@
+"""Every log parser on output its framework really printed, with the framework's own counts checked.
+
+Real output is made here where the toolchain runs offline on this machine (pytest, cargo, cmake +
+ctest with gcc, node's test runner, Maven with its local repository). Where it cannot, the input is
+a fixture: jest and vitest JSON captured from real runs on this machine (jest 30.5, vitest 4.1;
+paths replaced by /testbed, stack traces cut), `go test -json` and automake logs written from
+the formats documented by cmd/test2json and the automake manual.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from launch_helpers import FIXTURES, write_tree
+
+from swedojo.repolaunch.parsers import (
+    PARSERS,
+    SUMMARIES,
+    check_counts,
+    counts_of,
+    parse_log,
+)
+from swedojo.schema import TestStatus
+
+P, F, S, E, XF = TestStatus.PASSED, TestStatus.FAILED, TestStatus.SKIPPED, TestStatus.ERROR, TestStatus.XFAIL
+
+
+def run(argv: list[str], cwd: Path, timeout: float = 300) -> tuple[str, int]:
+    """Output as a shell's `2>&1` gives it (cargo puts its "Running" lines on stderr)."""
+    proc = subprocess.run(argv, check=False, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          timeout=timeout)
+    return proc.stdout, proc.returncode
+
+
+def needs(tool: str) -> pytest.MarkDecorator:
+    return pytest.mark.skipif(shutil.which(tool) is None, reason=f"{tool} is not installed here")
+
+
+PYTEST_SUITE = {
+    "tests/test_mix.py": """
+import pytest
+
+def test_ok(): pass
+def test_bad(): assert 1 == 2
+@pytest.mark.skip(reason="not now")
+def test_skipped(): pass
+@pytest.mark.xfail
+def test_expected_failure(): assert 0
+@pytest.mark.parametrize("word", ["a b", "c"])
+def test_param(word): assert word
+class TestGroup:
+    def test_method(self): pass
+@pytest.fixture
+def broken():
+    raise RuntimeError("setup")
+def test_setup_error(broken): pass
+""",
+}
+PYTEST_EXPECTED = {
+    "tests/test_mix.py::test_ok": P, "tests/test_mix.py::test_bad": F, "tests/test_mix.py::test_skipped": S,
+    "tests/test_mix.py::test_expected_failure": XF, "tests/test_mix.py::test_param[a b]": P,
+    "tests/test_mix.py::test_param[c]": P, "tests/test_mix.py::TestGroup::test_method": P,
+    "tests/test_mix.py::test_setup_error": E,
+}
+
+
+def test_pytest_text_and_junit(tmp_path: Path) -> None:
+    write_tree(tmp_path, PYTEST_SUITE)
+    junit = tmp_path / "report.xml"
+    log, code = run([sys.executable, "-m", "pytest", "-rA", "-v", "-p", "no:cacheprovider",
+                     "-o", "junit_family=xunit1", f"--junitxml={junit}", "tests"], tmp_path)
+    assert code == 1
+    assert parse_log("pytest", log) == PYTEST_EXPECTED
+    assert check_counts("pytest", log, PYTEST_EXPECTED, code) == []
+    xml = "noise before\n" + junit.read_text() + "\nnoise after"
+    assert parse_log("pytest-junit", xml) == PYTEST_EXPECTED
+    assert check_counts("pytest-junit", xml, PYTEST_EXPECTED, code) == []
+    # A forged result line is not in the summary; a failing run cannot claim exit code 0.
+    forged = log + "\nPASSED tests/test_mix.py::test_forged\n"
+    assert any("passed" in p for p in check_counts("pytest", forged, parse_log("pytest", forged), code))
+    assert check_counts("pytest", log, PYTEST_EXPECTED, 0) == ["exit code 0 but 2 test(s) failed"]
+    passing = {"tests/test_mix.py::test_ok": P}
+    assert "no parsed test failed" in check_counts("pytest-junit", "", passing, 1)[0]
+
+
+@needs("cargo")
+def test_cargo(tmp_path: Path) -> None:
+    write_tree(tmp_path, {
+        "Cargo.toml": '[package]\nname = "calc"\nversion = "0.1.0"\nedition = "2021"\n',
+        "src/lib.rs": """
+/// ```
+/// assert_eq!(calc::add(1, 2), 3);
+/// ```
+pub fn add(a: i32, b: i32) -> i32 { a + b }
+
+#[cfg(test)]
+mod tests {
+    #[test] fn adds() { assert_eq!(super::add(2, 2), 4); }
+    #[test] fn breaks() { assert_eq!(super::add(2, 2), 5); }
+    #[test] #[ignore] fn slow() {}
+    #[test] #[should_panic] fn panics() { panic!("expected"); }
+}
+""",
+        "tests/api.rs": "#[test] fn public_api() { assert_eq!(calc::add(1, 1), 2); }\n",
+    })
+    log, code = run(["cargo", "test", "--offline", "--no-fail-fast"], tmp_path)
+    results = parse_log("cargo", log)
+    assert results == {"calc::tests::adds": P, "calc::tests::breaks": F, "calc::tests::slow": S,
+                       "calc::tests::panics": P, "api::public_api": P, "calc (doc)::src/lib.rs - add (line 2)": P}
+    assert code != 0 and check_counts("cargo", log, results, code) == []
+
+
+@needs("ctest")
+@needs("gcc")
+def test_ctest(tmp_path: Path) -> None:
+    write_tree(tmp_path, {
+        "CMakeLists.txt": """cmake_minimum_required(VERSION 3.13)
+project(demo C)
+enable_testing()
+add_executable(pass pass.c)
+add_executable(fail fail.c)
+add_test(NAME math.add COMMAND pass)
+add_test(NAME math.broken COMMAND fail)
+add_test(NAME disabled COMMAND pass)
+set_tests_properties(disabled PROPERTIES DISABLED TRUE)
+add_test(NAME skipped COMMAND sh -c "exit 77")
+set_tests_properties(skipped PROPERTIES SKIP_RETURN_CODE 77)
+""",
+        "pass.c": "int main(void) { return 0; }\n",
+        "fail.c": "int main(void) { return 1; }\n",
+    })
+    _, code = run(["sh", "-c", "cmake -S . -B build && cmake --build build"], tmp_path)
+    assert code == 0
+    log, code = run(["ctest", "--output-on-failure"], tmp_path / "build")
+    results = parse_log("ctest", log)
+    assert results == {"math.add": P, "math.broken": F, "disabled": S, "skipped": S}
+    assert check_counts("ctest", log, results, code) == []
+    assert "failed: summary says 1, parsed 0" in check_counts("ctest", log, {**results, "math.broken": P}, code)
+
+
+@needs("node")
+def test_node_test_runner_tap(tmp_path: Path) -> None:
+    write_tree(tmp_path, {
+        "test/a.test.js": """const test = require('node:test');
+const assert = require('node:assert');
+test('adds', () => assert.strictEqual(1 + 2, 3));
+test('breaks', () => assert.strictEqual(1 + 2, 4));
+test('skipped one', { skip: 'later' }, () => {});
+test('todo one', { todo: true }, () => {});
+test.describe('group', () => {
+  test.it('inner ok', () => {});
+  test.it('inner # hash', () => {});
+});
+""",
+        "test/b.test.js": "require('node:test')('b works', () => {});\n",
+    })
+    log, code = run(["node", "--test", "--test-reporter=tap"], tmp_path)
+    results = parse_log("tap", log)
+    assert results == {"adds": P, "breaks": F, "skipped one": S, "todo one": S, "group > inner ok": P,
+                       "group > inner # hash": P, "b works": P}
+    assert code == 1 and check_counts("tap", log, results, code) == []
+
+
+@pytest.mark.slow
+@needs("mvn")
+def test_maven_surefire(tmp_path: Path) -> None:
+    """Real `mvn -o test` with JUnit 5 from the local Maven repository (skipped if it is not there)."""
+    write_tree(tmp_path, {
+        "pom.xml": """<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>demo</groupId><artifactId>demo</artifactId><version>1.0</version>
+  <properties><maven.compiler.release>17</maven.compiler.release>
+    <project.build.sourceEncoding>UTF-8</project.build.sourceEncoding></properties>
+  <dependencies><dependency><groupId>org.junit.jupiter</groupId><artifactId>junit-jupiter</artifactId>
+    <version>5.10.2</version><scope>test</scope></dependency></dependencies>
+  <build><plugins>
+    <plugin><artifactId>maven-surefire-plugin</artifactId><version>3.2.5</version></plugin>
+    <plugin><artifactId>maven-compiler-plugin</artifactId><version>3.11.0</version></plugin>
+    <plugin><artifactId>maven-resources-plugin</artifactId><version>3.3.1</version></plugin>
+  </plugins></build>
+</project>
+""",
+        "src/main/java/demo/Calc.java": "package demo;\npublic class Calc { public static int add(int a, int b) { return a + b; } }\n",
+        "src/test/java/demo/CalcTest.java": """package demo;
+import org.junit.jupiter.api.*;
+import static org.junit.jupiter.api.Assertions.*;
+class CalcTest {
+  @Test void adds() { assertEquals(3, Calc.add(1, 2)); }
+  @Test void broken() { assertEquals(4, Calc.add(1, 2)); }
+  @Test @Disabled("later") void skipped() {}
+  @Test void crashes() { throw new IllegalStateException("boom"); }
+}
+""",
+    })
+    command = ("mvn -o -B -q test; status=$?; find . -path '*/surefire-reports/TEST-*.xml' -exec cat {} +; "
+               "exit $status")
+    log, code = run(["sh", "-c", command], tmp_path, timeout=600)
+    if "<testsuite" not in log:
+        pytest.skip(f"offline Maven could not run here: {log.strip().splitlines()[-1:]}")
+    results = parse_log("surefire", log)
+    assert results == {"demo.CalcTest#adds": P, "demo.CalcTest#broken": F, "demo.CalcTest#skipped": S,
+                       "demo.CalcTest#crashes": E}
+    assert code != 0 and check_counts("surefire", log, results, code) == []
+
+
+@pytest.mark.parametrize("name", ["jest", "vitest"])
+def test_jest_and_vitest_json(name: str) -> None:
+    log = "> npm test\n" + (FIXTURES / f"{name}.json").read_text() + "\nTest run finished\n"
+    results = parse_log(name, log)
+    assert results == {"sum.test.js::sum > adds": P, "sum.test.js::sum > breaks": F,
+                       "sum.test.js::sum > skipped": S, "sum.test.js::sum > later": S,
+                       "sum.test.js::top level": P, "broken.test.js": E}
+    assert check_counts(name, log, results, 1) == []
+    assert any("passed" in p for p in check_counts(name, log, {**results, "extra::x": P}, 1))
+
+
+def test_go_test_json() -> None:
+    log = (FIXTURES / "gotest.jsonl").read_text()
+    results = parse_log("gotest", log)
+    assert results == {
+        "example.com/calc::TestAdd": P, "example.com/calc::TestDiv": F, "example.com/calc::TestDiv/by_one": P,
+        "example.com/calc::TestDiv/by_zero": F, "example.com/calc::TestSlow": S,
+        "example.com/calc/strutil::TestReverse": P, "example.com/calc/broken": E,
+    }
+    assert "gotest" not in SUMMARIES  # go test -json prints no totals: only the exit code is checked
+    assert check_counts("gotest", log, results, 1) == []
+    assert check_counts("gotest", log, results, 0) == ["exit code 0 but 3 test(s) failed"]
+
+
+def test_automake_harness() -> None:
+    log = """make  check-TESTS
+PASS: tests/parse
+FAIL: tests/format
+SKIP: tests/network
+XFAIL: tests/legacy
+============================================================================
+Testsuite summary for demo 1.0
+============================================================================
+# TOTAL: 4
+# PASS:  1
+# SKIP:  1
+# XFAIL: 1
+# FAIL:  1
+# XPASS: 0
+# ERROR: 0
+"""
+    results = parse_log("automake", log)
+    assert results == {"tests/parse": P, "tests/format": F, "tests/network": S, "tests/legacy": XF}
+    assert check_counts("automake", log, results, 2) == []
+
+
+def test_every_parser_is_checked_and_counts_add_up() -> None:
+    assert set(PARSERS) == {"pytest", "pytest-junit", "surefire", "gotest", "jest", "vitest", "cargo", "ctest",
+                            "tap", "automake"}
+    counts = counts_of(PYTEST_EXPECTED)
+    assert (counts.total, counts.passed, counts.failed, counts.errors, counts.skipped, counts.xfailed) == \
+        (8, 4, 1, 1, 1, 1)

@@ -1,0 +1,31 @@
+"""`dojo mismatch` on a real in-process run: cached rollout logprobs vs one full forward pass."""
+
+import json
+
+import pytest
+from taskrepo import make_task_repo
+from typer.testing import CliRunner
+
+from swedojo.cli import app
+
+
+@pytest.mark.parametrize("arch", ["glm_moe_dsa", "glm4_moe"])
+def test_every_ratio_is_within_one_percent(tmp_path, arch):
+    mirror, task = make_task_repo(tmp_path / "mirror")
+    issue = tmp_path / "issue.md"
+    issue.write_text("clamp(50, 0, 10) returns 50; it should return 10.\n")
+    out = tmp_path / "run"
+    ran = CliRunner().invoke(app, ["run", "--repo", str(mirror / task.repo), "--issue", str(issue),
+                                   "--model", f"tiny:{arch}", "--out", str(out), "--max-steps", "2"])
+    assert ran.exit_code == 0, ran.output
+    result = CliRunner().invoke(app, ["mismatch", str(out), "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert report["tokens"] > 0
+    assert 0.99 <= report["ratio_min"] <= report["ratio_max"] <= 1.01, report
+    assert report["icepop_masked_fraction"] == 0.0
+
+
+def test_a_run_without_trajectories_is_a_clear_error(tmp_path):
+    result = CliRunner().invoke(app, ["mismatch", str(tmp_path)])
+    assert result.exit_code == 2 and "no trajectories" in result.output

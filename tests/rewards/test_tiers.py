@@ -1,0 +1,198 @@
+"""Reward tiers on crafted patches for the calc task, scored in real local sandboxes."""
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+from taskrepo import SOURCE, TESTS, git, make_task_repo, source_patch
+
+from swedojo.repos import resolve_repo
+from swedojo.rewards.compose import RewardConfig, RewardMode, TierWeights, compose
+from swedojo.rewards.score import score
+from swedojo.rewards.tiers import Verdict, format_tier
+from swedojo.sandboxes.base import SandboxConfig
+from swedojo.sandboxes.environment import default_python_env
+from swedojo.schema import EvalStatus, ExitStatus, RewardReport, Step, TaskInstance, Trajectory
+
+EQUAL = TierWeights(format=1, static=1, tests=1, verification=1)
+GATED = RewardConfig(mode=RewardMode.GATED, weights=EQUAL)
+PARTIAL = RewardConfig(mode=RewardMode.PARTIAL, weights=EQUAL)
+BINARY = RewardConfig(mode=RewardMode.BINARY)
+
+FIXED = SOURCE.replace("        return low\n", "        return low\n    if value > high:\n        return high\n")
+SYNTAX_ERROR = FIXED.replace("if value > high:", "if value > high")
+BREAKS_ADD = FIXED.replace("return a + b", "return a - b")
+BREAKS_LOW = FIXED.replace("        return low\n", "        return value\n")
+HALF_FIX = SOURCE.replace("        return low\n", "        return low\n    if value > high + 1:\n        return high\n")
+MALFORMED = "diff --git a/calc.py b/calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n-def nothing_here():\n+def x():\n"
+
+
+def _env(mirror: Path, task: TaskInstance):
+    # The calc repo needs no pytest plugin; loading the venv's (hypothesis) costs seconds per run.
+    config = SandboxConfig(env={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    return default_python_env(task.repo, task.base_commit, resolve_repo(task.repo, mirror), "local", config)
+
+
+def _run(patch: str, status: ExitStatus = ExitStatus.SUBMITTED, errors: tuple[str, ...] = ()) -> Trajectory:
+    steps = [Step(index=i, error=e) for i, e in enumerate(errors)]
+    return Trajectory(instance_id="owner__calc-1", policy="crafted", patch=patch, exit_status=status, steps=steps)
+
+
+def _rescore(report: RewardReport, config: RewardConfig) -> float:
+    return compose(report.tiers, report.resolved, config)
+
+
+def _vector(report: RewardReport) -> list[tuple[float, bool]]:
+    return [(t.score, t.passed) for t in report.tiers]
+
+
+@pytest.fixture
+def calc(tmp_path):
+    mirror, task = make_task_repo(tmp_path)
+    return _env(mirror, task), task
+
+
+def test_malformed_patch_fails_format_and_earns_nothing(calc):
+    env, task = calc
+    report = score(env, task, _run(MALFORMED), GATED)
+    assert report.status == EvalStatus.PATCH_FAILED
+    assert _vector(report) == [(0.0, False)] * 4
+    assert report.tiers[0].evidence["patch_applies"] is False and "does not apply" in report.tiers[0].evidence["apply_error"]
+    assert report.tiers[1].evidence == {"skipped": "patch does not apply"}
+    assert report.reward == 0.0 and _rescore(report, PARTIAL) == 0.0
+
+
+def test_patch_that_does_not_compile_fails_static(calc):
+    env, task = calc
+    report = score(env, task, _run(source_patch("calc.py", SOURCE, SYNTAX_ERROR)), GATED)
+    static = report.tiers[1]
+    assert (static.score, static.passed) == (0.0, False)
+    assert "SyntaxError" in static.evidence["compile_errors"]["calc.py"]
+    assert static.evidence["checked"] == ["python -m py_compile", "no linter configured and runnable"]
+    assert report.tiers[2].score == 0.0  # nothing imports
+    assert report.reward == 0.25  # format only: the gate closes at static
+    assert _rescore(report, PARTIAL) == 0.5  # format + a vacuous verification (no other tests)
+
+
+def test_patch_that_breaks_pass_to_pass_scores_tests_partially(calc):
+    env, task = calc
+    report = score(env, task, _run(source_patch("calc.py", SOURCE, BREAKS_ADD)), GATED)
+    tests = report.tiers[2]
+    assert (tests.score, tests.passed) == (0.5, False)
+    assert tests.evidence["fail_to_pass"] == "1/1" and tests.evidence["pass_to_pass"] == "1/2"
+    assert report.status == EvalStatus.UNRESOLVED
+    assert report.reward == 0.625  # format 1 + static 1 + tests 0.5; verification gated out
+    assert _rescore(report, PARTIAL) == 0.875
+    assert _rescore(report, BINARY) == 0.0
+
+
+def test_partial_fix_of_two_fail_to_pass_tests(calc):
+    env, task = calc
+    two_tests = TESTS + (
+        "\n\ndef test_clamp_high():\n    assert clamp(50, 0, 10) == 10\n"
+        "\n\ndef test_clamp_just_above():\n    assert clamp(11, 0, 10) == 10\n"
+    )
+    task = task.model_copy(update={
+        "test_patch": source_patch("test_calc.py", TESTS, two_tests),
+        "FAIL_TO_PASS": ["test_calc.py::test_clamp_high", "test_calc.py::test_clamp_just_above"],
+    })
+    report = score(env, task, _run(source_patch("calc.py", SOURCE, HALF_FIX)), GATED)
+    assert report.tiers[2].evidence["fail_to_pass"] == "1/2" and report.tiers[2].evidence["pass_to_pass"] == "2/2"
+    assert _vector(report) == [(1.0, True), (1.0, True), (0.5, False), (1.0, True)]
+    assert report.reward == 0.625 and _rescore(report, PARTIAL) == 0.875
+    full = score(env, task, _run(source_patch("calc.py", SOURCE, FIXED)), GATED)
+    assert full.resolved and full.reward == 1.0
+
+
+def test_full_fix_passes_every_tier(calc):
+    env, task = calc
+    report = score(env, task, _run(task.patch), GATED)
+    assert report.status == EvalStatus.RESOLVED and report.resolved
+    assert _vector(report) == [(1.0, True)] * 4
+    assert report.tiers[1].evidence["python_files"] == ["calc.py"]
+    assert report.reward == 1.0 and _rescore(report, PARTIAL) == 1.0 and _rescore(report, BINARY) == 1.0
+    assert score(env, task, _run(task.patch)).reward == 1.0  # default config too
+
+
+def test_scoring_is_deterministic(calc):
+    env, task = calc
+    run = _run(source_patch("calc.py", SOURCE, BREAKS_ADD))
+    first, second = score(env, task, run, PARTIAL), score(env, task, run, PARTIAL)
+    assert [t.model_dump() for t in first.tiers] == [t.model_dump() for t in second.tiers]
+    assert first.reward == second.reward == 0.875
+
+
+def test_empty_patch_and_unsubmitted_runs_fail_format(calc):
+    env, task = calc
+    empty = score(env, task, _run(""), PARTIAL)
+    assert empty.status == EvalStatus.EMPTY_PATCH and empty.reward == 0.0
+    assert [t.evidence for t in empty.tiers[1:]] == [{"skipped": "empty patch"}] * 3
+    unsubmitted = score(env, task, _run(task.patch, ExitStatus.LIMIT_STEPS), GATED)
+    assert unsubmitted.tiers[0].evidence["submitted"] is False
+    assert unsubmitted.reward == 0.0 and _rescore(unsubmitted, PARTIAL) == 0.75
+
+
+def test_format_errors_count_only_when_not_recovered():
+    applied = RewardReport(instance_id="x", status=EvalStatus.RESOLVED)
+    recovered = format_tier(_run("diff", errors=("bad call", "")), applied)
+    assert recovered.passed and recovered.evidence["format_error_steps"] == [0]
+    unrecovered = format_tier(_run("diff", errors=("", "bad call", "bad again")), applied)
+    assert not unrecovered.passed and unrecovered.score == 0.0
+    assert unrecovered.evidence["unrecovered_steps"] == [1, 2]
+
+
+def test_verification_catches_regressions_outside_the_listed_tests(calc):
+    env, task = calc
+    task = task.model_copy(update={"PASS_TO_PASS": ["test_calc.py::test_add"]})  # clamp_low is now "the rest"
+    run = _run(source_patch("calc.py", SOURCE, BREAKS_LOW))
+    report = score(env, task, run, GATED)
+    assert report.resolved
+    verification = report.tiers[3]
+    assert (verification.score, verification.passed) == (0.0, False)
+    assert verification.evidence["regressed"] == ["test_calc.py::test_clamp_low"]
+    assert report.reward == 0.75
+    env.spec.flaky_tests = ["test_calc.py::test_clamp_low"]
+    flaky = score(env, task, run, GATED)
+    assert flaky.tiers[3].passed and flaky.tiers[3].evidence["flaky_excluded"] == ["test_calc.py::test_clamp_low"]
+    assert flaky.reward == 1.0
+
+
+class LineBudgetJudge:
+    """A rule-based reviewer: patches that add more lines than the budget are marked down."""
+
+    def __init__(self, budget: int) -> None:
+        self.budget = budget
+
+    def review(self, instance: TaskInstance, patch: str) -> Verdict:
+        added = sum(1 for line in patch.splitlines() if line.startswith("+") and not line.startswith("+++"))
+        return Verdict(score=min(1.0, self.budget / added), passed=added <= self.budget, reason=f"{added} lines added")
+
+
+def test_judge_hook_weighs_on_verification(calc):
+    env, task = calc
+    report = score(env, task, _run(task.patch), GATED, judge=LineBudgetJudge(1))
+    verification = report.tiers[3]
+    assert (verification.score, verification.passed) == (0.5, False)
+    assert verification.evidence["judge"] == {"score": 0.5, "passed": False, "reason": "2 lines added"}
+    assert report.reward == 0.875
+
+
+@pytest.mark.skipif(shutil.which("ruff", path=str(Path(sys.executable).parent)) is None, reason="ruff is not installed")
+def test_new_lint_errors_fail_static_when_the_repo_configures_ruff(tmp_path):
+    mirror, task = make_task_repo(tmp_path)
+    repo = mirror / task.repo
+    (repo / "pyproject.toml").write_text("[tool.ruff]\nline-length = 120\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "ruff config")
+    task.base_commit = git(repo, "rev-parse", "HEAD")
+    env = _env(mirror, task)
+    unused_import = source_patch("calc.py", SOURCE, "import os\n" + FIXED)
+    report = score(env, task, _run(unused_import), GATED)
+    static = report.tiers[1]
+    assert (static.score, static.passed) == (0.0, False)
+    counts = static.evidence["ruff"]["calc.py"]
+    assert counts["after"] > counts["before"] == 0
+    assert "ruff (repo config): error counts before/after" in static.evidence["checked"]
+    clean = score(env, task, _run(task.patch), GATED)
+    assert clean.tiers[1].passed and clean.tiers[1].evidence["ruff"] == {"calc.py": {"before": 0, "after": 0}}

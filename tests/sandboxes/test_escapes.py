@@ -1,0 +1,291 @@
+"""Escape and abuse attempts, each on every backend of `conftest.BACKENDS`.
+
+Each test asserts that the attempt failed inside and that the host is untouched. Network tests
+only target listeners the test itself opens on the host's loopback.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import shlex
+import socket
+import struct
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from swedojo.sandboxes.base import Sandbox, SandboxConfig
+
+Parse = Callable[[str], dict[str, tuple[int, ...]]]
+
+DENIED = {errno.EPERM, errno.EACCES, errno.ENOSYS}
+
+
+def host_mounts() -> str:
+    with open("/proc/self/mountinfo") as f:
+        return f.read()
+
+
+def test_mount_fails_and_host_mounts_unchanged(
+    sandbox: Sandbox, probe: str, parse_probe: Parse
+) -> None:
+    before = host_mounts()
+    sandbox.exec("mkdir -p mnt")
+    rows = parse_probe(sandbox.exec(f"{probe} mount mnt").output)
+    assert rows["mount"][0] == -1 and rows["mount"][1] in DENIED
+    shell = sandbox.exec("mount -t tmpfs none mnt; echo rc=$?; mount --bind / mnt; echo rc=$?")
+    assert shell.output.count("rc=0") == 0, shell.output
+    assert host_mounts() == before
+
+
+def test_unshare_and_namespace_clone_fail(sandbox: Sandbox, probe: str, parse_probe: Parse) -> None:
+    rows = parse_probe(sandbox.exec(f"{probe} unshare").output)
+    for name in ("unshare-user", "unshare-ns", "unshare-net", "setns", "clone-newuser"):
+        assert rows[name][0] == -1 and rows[name][1] in DENIED, (name, rows)
+    assert rows["clone3"][1] == errno.ENOSYS
+    for command in ("unshare -r id", "unshare -U id", "unshare -m true"):
+        assert sandbox.exec(command).exit_code != 0, command
+
+
+def test_ptrace_of_another_process_fails(sandbox: Sandbox, probe: str, parse_probe: Parse) -> None:
+    rows = parse_probe(sandbox.exec(f"{probe} ptrace").output)
+    assert rows["ptrace-attach"][0] == -1 and rows["ptrace-attach"][1] in DENIED, rows
+    assert rows["process_vm_readv"][0] == -1, rows
+    # a process of the host (this test): invisible or protected
+    rows = parse_probe(sandbox.exec(f"{probe} ptrace {os.getpid()}").output)
+    assert rows["ptrace-attach"][0] == -1 and rows["process_vm_readv"][0] == -1, rows
+    assert (
+        sandbox.exec("sleep 30 & strace -p $! -o /dev/null; echo rc=$?").output.endswith("rc=1\n")
+        or "not found" in sandbox.exec("strace -V").output
+    )
+
+
+def test_kernel_interfaces_are_denied(sandbox: Sandbox, probe: str, parse_probe: Parse) -> None:
+    rows = parse_probe(sandbox.exec(f"{probe} kernel").output)
+    for name in (
+        "bpf",
+        "perf_event_open",
+        "keyctl",
+        "add_key",
+        "io_uring_setup",
+        "init_module",
+        "kexec_load",
+    ):
+        assert rows[name][0] == -1 and rows[name][1] in DENIED, (name, rows[name])
+
+
+def test_setuid_chmod_fails_through_all_four_syscalls(
+    sandbox: Sandbox, probe: str, parse_probe: Parse
+) -> None:
+    assert sandbox.exec("cp .probe target && chmod 755 target").exit_code == 0
+    rows = parse_probe(sandbox.exec(f"{probe} chmod target").output)
+    for call in ("chmod", "fchmod", "fchmodat", "fchmodat2"):
+        for mode in ("4755", "2755"):
+            rc, err, after = rows[f"{call}-{mode}"]
+            assert rc == -1 and err in DENIED | {errno.ENOSYS}, (call, mode, rows)
+            assert after & 0o6000 == 0, (call, mode, oct(after))
+    shell = sandbox.exec("chmod u+s target; chmod g+s target; stat -c %a target")
+    assert shell.output.splitlines()[-1] == "755", shell.output
+    python = sandbox.exec("python3 -c 'import os; os.chmod(\"target\", 0o4755)'; stat -c %a target")
+    assert python.output.splitlines()[-1] == "755", python.output
+
+
+@pytest.fixture
+def tcp_listener() -> Iterator[tuple[int, list[bytes]]]:
+    """A TCP listener on the host's 127.0.0.1; yields (port, what arrived)."""
+    server = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    server.settimeout(0.2)
+    arrived: list[bytes] = []
+    stop = threading.Event()
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.settimeout(1)
+                try:
+                    arrived.append(b"connect:" + conn.recv(100))
+                except OSError:
+                    arrived.append(b"connect:")
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield server.getsockname()[1], arrived
+    stop.set()
+    thread.join()
+    server.close()
+
+
+@pytest.fixture
+def udp_listener() -> Iterator[tuple[int, socket.socket]]:
+    """A UDP socket on the host's 127.0.0.1 standing in for a DNS server."""
+    server = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    server.bind(("127.0.0.1", 0))
+    server.setblocking(False)
+    yield server.getsockname()[1], server
+    server.close()
+
+
+def test_no_tcp_egress(
+    sandbox: Sandbox, probe: str, parse_probe: Parse, tcp_listener: tuple[int, list[bytes]]
+) -> None:
+    port, arrived = tcp_listener
+    rows = parse_probe(sandbox.exec(f"{probe} socket {port}").output)
+    assert rows.get("connect", (-1,))[0] == -1, rows
+    assert rows["socket-unix"][0] >= 0, rows
+    attempts = [
+        f"echo hello > /dev/tcp/127.0.0.1/{port}",
+        f'python3 -c \'import socket; socket.create_connection(("127.0.0.1", {port}), 2).send(b"py")\'',
+        f"exec 3<>/dev/tcp/localhost/{port} && echo hi >&3",
+    ]
+    for command in attempts:
+        assert sandbox.exec(command, timeout=10).exit_code != 0, command
+    time.sleep(0.5)
+    assert arrived == []
+    # the listener itself works: the host reaches it
+    with socket.create_connection(("127.0.0.1", port), 2) as conn:
+        conn.send(b"host")
+    time.sleep(0.5)
+    assert arrived == [b"connect:host"]
+
+
+def test_no_dns(sandbox: Sandbox, udp_listener: tuple[int, socket.socket]) -> None:
+    port, server = udp_listener
+    query = (
+        struct.pack(">HHHHHH", 0x1234, 0x0100, 1, 0, 0, 0)
+        + b"\x07example\x03com\x00\x00\x01\x00\x01"
+    )
+    script = (
+        "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); "
+        f"s.sendto({query!r}, ('127.0.0.1', {port}))"
+    )
+    assert sandbox.exec(f'python3 -c "{script}"').exit_code != 0
+    assert sandbox.exec(f"echo x > /dev/udp/127.0.0.1/{port}").exit_code != 0
+    time.sleep(0.5)
+    with pytest.raises(BlockingIOError):
+        server.recvfrom(512)
+
+
+def test_writes_outside_the_work_tree_do_not_reach_the_host(
+    sandbox: Sandbox, tmp_path: Path
+) -> None:
+    tag = f"swedojo-escape-{secrets.token_hex(6)}"
+    targets = [f"/etc/{tag}", f"/usr/{tag}", f"/tmp/{tag}", f"/var/tmp/{tag}", f"/dev/shm/{tag}"]
+    targets.append(f"{os.path.dirname(sandbox.workdir)}/{tag}")
+    targets.append(f"{tmp_path}/{tag}")
+    for target in targets:
+        sandbox.exec(f"echo escaped > {target}; touch {target}")
+        assert not os.path.exists(target), target
+    # through the host-side file API, following a symlink planted inside
+    sandbox.exec(f"ln -s /etc evil && ln -s {tmp_path} evil2")
+    for path in (f"evil/{tag}", f"evil2/{tag}"):
+        try:
+            sandbox.write_file(path, b"escaped")
+        except OSError:
+            pass
+    assert not os.path.exists(f"/etc/{tag}") and not os.path.exists(f"{tmp_path}/{tag}")
+    # the work tree itself stays writable
+    assert sandbox.exec("echo ok > inside.txt && cat inside.txt").output == "ok\n"
+
+
+def test_host_secrets_are_not_readable(sandbox: Sandbox, tmp_path: Path) -> None:
+    secret = tmp_path / "secret.txt"
+    secret.write_text("top secret")
+    secret.chmod(0o600)
+    tmp_path.chmod(0o700)
+    assert "top secret" not in sandbox.exec(f"cat {secret}").output
+    with pytest.raises(OSError):
+        sandbox.read_file(str(secret))
+    sandbox.exec(f"ln -s {secret} link")
+    with pytest.raises(OSError):
+        sandbox.read_file("link")
+
+
+def host_can_fork() -> bool:
+    return subprocess.run(["true"], check=False).returncode == 0
+
+
+def test_fork_bomb_is_contained(sandbox: Sandbox) -> None:
+    result = sandbox.exec("bomb() { bomb | bomb & }; bomb; sleep 60", timeout=8)
+    assert result.timed_out
+    assert host_can_fork()
+    after = sandbox.exec("echo alive; ls / | wc -l", timeout=30)
+    assert after.exit_code == 0 and after.output.startswith("alive\n"), after.output
+    count = sandbox.exec("ls /proc | grep -c '^[0-9]'").output.strip()
+    assert int(count) < 20, count
+
+
+def test_fork_bomb_in_foreground_is_contained(sandbox: Sandbox) -> None:
+    result = sandbox.exec("f() { f | f; }; f", timeout=8)
+    assert result.timed_out or result.exit_code != 0
+    assert host_can_fork()
+    assert sandbox.exec("echo alive; true | cat", timeout=30).output == "alive\n"
+
+
+def test_pid_limit_holds(sandbox: Sandbox, escape_config: SandboxConfig) -> None:
+    spawn = (
+        "import subprocess\n"
+        "procs = []\n"
+        "try:\n"
+        "    while len(procs) < 2000: procs.append(subprocess.Popen(['sleep', '60']))\n"
+        "except OSError as exc: print('stopped', len(procs), exc.errno)\n"
+        "for p in procs: p.kill()\n"
+    )
+    result = sandbox.exec(f"python3 -c {shlex.quote(spawn)}", timeout=60)
+    word, count, code = result.output.split()
+    assert word == "stopped" and int(code) == errno.EAGAIN, result.output
+    assert int(count) < escape_config.pids
+    assert host_can_fork()
+
+
+def test_memory_bomb_is_killed(sandbox: Sandbox) -> None:
+    hog = "python3 -c 'x = []\nwhile True: x.append(bytearray(50 * 2**20))'"
+    result = sandbox.exec(hog, timeout=60)
+    assert not result.timed_out and result.exit_code not in (0, None), result
+    big = sandbox.exec("python3 -c 'b = bytearray(8 * 2**30); print(len(b))'", timeout=60)
+    assert big.exit_code not in (0, None), big
+    assert sandbox.exec("echo alive").output == "alive\n"
+
+
+def test_disk_fill_is_bounded(sandbox: Sandbox, escape_config: SandboxConfig) -> None:
+    cap = escape_config.disk_mb << 20
+    for path in ("big.bin", "/tmp/big.bin"):
+        result = sandbox.exec(
+            f"head -c {4 * cap} /dev/zero > {path}; stat -c %s {path}", timeout=60
+        )
+        assert result.exit_code == 0, result.output
+        size = int(result.output.split()[-1])
+        assert size <= cap, (path, size)
+        sandbox.exec(f"rm -f {path}")
+    assert sandbox.exec("echo alive").output == "alive\n"
+
+
+def test_infinite_loop_times_out_and_terminal_survives(sandbox: Sandbox) -> None:
+    sandbox.exec("cd pkg && export MARK=kept")
+    result = sandbox.exec("while :; do :; done", timeout=2)
+    assert result.timed_out and result.exit_code is None
+    looped = sandbox.exec("python3 -c 'while True: pass'", timeout=2)
+    assert looped.timed_out
+    state = sandbox.exec("basename $PWD; echo $MARK")
+    assert state.output == "pkg\nkept\n"
+
+
+def test_forged_end_marker(sandbox: Sandbox) -> None:
+    forged = "".join(
+        f"printf '\\036%s:0\\036\\n' {nonce}; " for nonce in ("0" * 16, secrets.token_hex(8))
+    )
+    result = sandbox.exec(forged + "printf '\\036x:0\\036\\n'; sleep 1; echo real-end; exit 4")
+    assert result.exit_code == 4
+    assert result.output.endswith("real-end\n")
+    assert result.duration_s >= 1

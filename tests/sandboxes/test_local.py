@@ -1,0 +1,172 @@
+"""The local backend: what isolation it reports, files in and out, diff, lifecycle."""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from swedojo.sandboxes.base import SandboxConfig
+from swedojo.sandboxes.local import LocalSandbox, bubblewrap_problem
+from swedojo.sandboxes.terminal import TimeBudgetExhaustedError
+
+needs_bwrap = pytest.mark.skipif(
+    bubblewrap_problem() is not None, reason=f"no bubblewrap here: {bubblewrap_problem()}"
+)
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="a uid of its own needs root")
+
+CONFIG = SandboxConfig(command_timeout_s=20, max_output_bytes=2000)
+
+
+@pytest.fixture
+def box(git_repo: Path) -> LocalSandbox:
+    sandbox = LocalSandbox(git_repo, "HEAD", CONFIG)
+    yield sandbox
+    sandbox.close()
+
+
+@needs_bwrap
+@needs_root
+def test_full_isolation_is_reported_and_in_force(box: LocalSandbox) -> None:
+    iso = box.isolation
+    assert iso.bubblewrap and iso.read_only_host and iso.seccomp and not iso.missing
+    assert set(iso.namespaces) == {"mount", "pid", "ipc", "uts", "net"}
+    assert iso.uid >= 1_000_000 and iso.rlimits["nproc"] == CONFIG.pids
+    status = box.exec("id -u; grep -E '^(Seccomp|NoNewPrivs|CapEff):' /proc/self/status; echo $$")
+    assert status.output.split() == [
+        str(iso.uid),
+        "CapEff:",
+        "0000000000000000",
+        "NoNewPrivs:",
+        "1",
+        "Seccomp:",
+        "2",
+        "2",
+    ]
+    assert box.exec("ulimit -u; ulimit -f").output.split() == [
+        str(CONFIG.pids),
+        str(CONFIG.disk_mb << 10),
+    ]
+
+
+@needs_root
+def test_fallback_without_bubblewrap_says_what_is_missing(git_repo: Path) -> None:
+    sandbox = LocalSandbox(git_repo, "HEAD", CONFIG, bubblewrap=False)
+    try:
+        iso = sandbox.isolation
+        assert not iso.bubblewrap and iso.namespaces == [] and not iso.read_only_host
+        assert any("bubblewrap" in note for note in iso.missing)
+        assert iso.seccomp and iso.uid >= 1_000_000
+        status = sandbox.exec("id -u; grep -E '^Seccomp:' /proc/self/status; unshare -r true")
+        assert status.output.split()[:3] == [str(iso.uid), "Seccomp:", "2"]
+        assert status.exit_code != 0
+        assert sandbox.exec("touch /etc/swedojo-fallback-probe").exit_code != 0
+        assert sandbox.exec("echo x > f && cat f").output == "x\n"
+    finally:
+        sandbox.close()
+
+
+@needs_bwrap
+def test_network_switch_reaches_a_host_listener(git_repo: Path) -> None:
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    server.settimeout(10)
+    port = server.getsockname()[1]
+    sandbox = LocalSandbox(git_repo, "HEAD", CONFIG.model_copy(update={"network": True}))
+    try:
+        assert "net" not in sandbox.isolation.namespaces
+        result = sandbox.exec(f"echo hi > /dev/tcp/127.0.0.1/{port}")
+        assert result.exit_code == 0, result.output
+        conn, _ = server.accept()
+        assert conn.recv(10) == b"hi\n"
+        conn.close()
+    finally:
+        sandbox.close()
+        server.close()
+
+
+def test_files_in_and_out(box: LocalSandbox) -> None:
+    box.write_file("new/dir/file.txt", b"one\n")
+    assert box.exec("cat new/dir/file.txt").output == "one\n"
+    box.exec("printf 'two\\0' > made.bin; echo tmp > /tmp/t.txt")
+    assert box.read_file("made.bin") == b"two\0"
+    assert box.read_file(f"{box.workdir}/made.bin") == b"two\0"
+    assert box.read_file("/tmp/t.txt") == b"tmp\n"
+    box.write_file("/tmp/from-host.txt", b"host\n")
+    assert box.exec("cat /tmp/from-host.txt").output == "host\n"
+    with pytest.raises(FileNotFoundError):
+        box.read_file("missing.txt")
+    with pytest.raises(IsADirectoryError):
+        box.read_file("new")
+    with pytest.raises(OSError):
+        box.write_file("/usr/forbidden.txt", b"x")
+    if box.isolation.uid != os.getuid():
+        assert os.stat(Path(box.workdir) / "new/dir/file.txt").st_uid == box.isolation.uid
+
+
+def test_diff_is_complete_and_survives_the_budget(git_repo: Path) -> None:
+    config = CONFIG.model_copy(update={"total_time_s": 3})
+    sandbox = LocalSandbox(git_repo, "HEAD", config)
+    try:
+        sandbox.write_file("README.md", b"changed\n")
+        sandbox.write_file("big.txt", ("line\n" * 5000).encode())
+        sandbox.exec("printf '\\x00\\x01' > blob.bin")
+        assert sandbox.exec("sleep 10").timed_out
+        with pytest.raises(TimeBudgetExhaustedError):
+            sandbox.exec("true")
+        patch = sandbox.diff()
+        assert "+changed" in patch and patch.count("+line") == 5000 and "GIT binary patch" in patch
+    finally:
+        sandbox.close()
+
+
+def test_harness_python_is_reachable(git_repo: Path) -> None:
+    path = os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"])
+    sandbox = LocalSandbox(git_repo, "HEAD", CONFIG.model_copy(update={"env": {"PATH": path}}))
+    try:
+        result = sandbox.exec("python -c 'import pytest, pydantic; print(\"ok\")'")
+        assert result.output == "ok\n", result.output
+        assert sandbox.exec("ls /root/.ssh 2>&1; ls /root | wc -l").exit_code == 0
+    finally:
+        sandbox.close()
+
+
+def test_git_works_inside(box: LocalSandbox) -> None:
+    result = box.exec("echo more >> README.md && git commit -qam more && git log --oneline | wc -l")
+    assert result.output == "2\n", result.output
+
+
+def test_shell_exit_restarts_in_the_work_tree(box: LocalSandbox) -> None:
+    box.exec("cd /tmp")
+    assert "the shell exited" in box.exec("exec true").output
+    assert box.exec("pwd").output == f"{box.workdir}\n"
+
+
+def test_close_ends_everything_and_removes_the_tree(git_repo: Path) -> None:
+    sandbox = LocalSandbox(git_repo, "HEAD", CONFIG)
+    sandbox.exec("(setsid sleep 300 &) ; sleep 300 &")
+    uid, workdir = sandbox.isolation.uid, sandbox.workdir
+    sandbox.close()
+    sandbox.close()
+    assert not os.path.exists(workdir)
+    time.sleep(0.2)
+    if uid != os.getuid():
+        owners = []
+        for entry in os.listdir("/proc"):
+            try:
+                if entry.isdigit():
+                    owners.append(os.stat(f"/proc/{entry}").st_uid)
+            except OSError:
+                pass
+        assert uid not in owners
+
+
+@needs_bwrap
+def test_timeout_ends_orphans_that_left_the_session(box: LocalSandbox) -> None:
+    assert box.exec("(setsid sleep 302 &); sleep 100", timeout=1).timed_out
+    assert box.exec("ps -eo args | grep -c '^sleep 302'").output == "0\n"
