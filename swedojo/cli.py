@@ -48,7 +48,7 @@ def _load_model(spec: str):
     return load_backend(spec)
 
 
-def _agent_config(max_steps: int):
+def _agent_config(max_steps: int = 40):
     from swedojo.agent.loop import AgentConfig, LoopLimits
 
     return AgentConfig(limits=LoopLimits(max_steps=max_steps))
@@ -127,11 +127,12 @@ def eval_command(
 
 @app.command()
 def demo(out: Path = typer.Option(None, help="Run directory (default runs/demo-<timestamp>).")) -> None:
-    """The main job on the embedded defaults: evaluate the bundled demo suite, gold and empty."""
+    """The pipeline on the embedded defaults: demo suite with gold and empty, the agent on a tiny model, RL export."""
     from swedojo.agent.policies import make_policy
     from swedojo.datasets.registry import load_suite
     from swedojo.evaluate import evaluate
     from swedojo.rewards.compose import RewardConfig
+    from swedojo.rewards.export import export_tokens
     from swedojo.rollout import EnvironmentResolver
 
     root = out or Path("runs") / f"demo-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
@@ -146,6 +147,16 @@ def demo(out: Path = typer.Option(None, help="Run directory (default runs/demo-<
         console.print(f"{step}. policy [bold]{name}[/bold] {what}; each patch is graded in a fresh local sandbox")
         summary = evaluate(suite.loaded.instances, lambda: make_policy(name), resolver, root / name, "demo", rewards=RewardConfig())
         _print_summary(summary, root / name)
+    first = suite.loaded.instances[:1]
+    console.print(f"4. the plan-execute-verify agent on {first[0].instance_id} with a tiny in-process GLM-5-architecture MoE")
+    console.print("   (random weights: its answers are junk; what matters is the trajectory, tokens, logprobs, limits and reward)")
+    model_backend = _load_model("tiny:glm_moe_dsa")
+    agent = _agent_config(max_steps=2)
+    summary = evaluate(first, lambda: make_policy("model", model_backend, agent=agent), resolver, root / "model", "demo", rewards=RewardConfig())
+    _print_summary(summary, root / "model")
+    console.print("5. trainer-ready token records (prompt/response ids, loss mask, rollout logprobs, reward, advantage)")
+    exported = export_tokens([root / "model"], root / "model-tokens")
+    console.print(f"   {exported.written} record(s): {', '.join(str(f) for f in exported.files)}")
     console.print(f"done: gold should resolve every task and empty none. Everything is under {root}")
 
 

@@ -63,3 +63,25 @@ def test_unknown_suite_and_policy_are_clear_errors(tmp_path):
     assert r.exit_code == 2 and "no such suite file" in r.output
     r = CliRunner().invoke(app, ["eval", "--suite", "demo", "--policy", "psychic"])
     assert r.exit_code == 2 and "unknown policy 'psychic'" in r.output
+
+
+def test_replay_reproduces_a_recorded_run_and_refuses_other_tools(tmp_path):
+    gold = tmp_path / "gold"
+    assert _run(tmp_path, "gold", gold).exit_code == 0
+    mirror, path = tmp_path / "mirror", tmp_path / "suite.jsonl"
+    replay = tmp_path / "replay"
+    args = ["eval", "--suite", str(path), "--policy", "replay", "--trajectories", str(gold / "trajectories"),
+            "--mirror", str(mirror), "--out", str(replay), "--no-launch", "--instance", "owner__calc-1"]
+    assert CliRunner().invoke(app, args).exit_code == 0
+    row = json.loads((replay / "results.jsonl").read_text())
+    assert row["status"] == "resolved"
+    assert row["patch"] == json.loads((gold / "results.jsonl").read_text().splitlines()[0])["patch"]
+    # a recording whose tool signature differs is refused, naming the tool
+    recorded = gold / "trajectories" / "owner__calc-1.json"
+    data = json.loads(recorded.read_text())
+    data["tool_fingerprints"]["bash"] = "0" * 64
+    recorded.write_text(json.dumps(data))
+    refused = tmp_path / "refused"
+    assert CliRunner().invoke(app, [*args[:-5], "--out", str(refused), "--no-launch", "--instance", "owner__calc-1"]).exit_code == 0
+    row = json.loads((refused / "results.jsonl").read_text())
+    assert row["status"] == "infra_error" and "changed: bash" in row["error"]

@@ -17,10 +17,13 @@ import json
 import threading
 from collections.abc import Iterable, Sequence
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING
 
 from swedojo.agent.backends.base import BackendError, Message, Role, ThinkingHistory
 from swedojo.schema import ToolCall
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 GLM_SPECIAL_TOKENS: tuple[str, ...] = (
     "[gMASK]",
@@ -54,7 +57,7 @@ class MissingSpecialTokenError(BackendError):
 class GlmChat:
     """Renders conversations in the GLM format as token ids, and splits sampled ids into parts."""
 
-    def __init__(self, tokenizer: Any) -> None:
+    def __init__(self, tokenizer: PreTrainedTokenizerBase) -> None:
         """`tokenizer`: a Hugging Face tokenizer carrying `GLM_SPECIAL_TOKENS`."""
         self.tokenizer = tokenizer
         self.ids: dict[str, int] = {}

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Protocol
 
-from swedojo.rewards.grading import PatchApplyError, apply_patch
 from swedojo.sandboxes.base import Sandbox
 from swedojo.schema import EnvSpec, ExitStatus, Step, TaskInstance, ToolCall, Trajectory
 
@@ -47,24 +47,55 @@ def _finish(trajectory: Trajectory, sandbox: Sandbox, status: ExitStatus) -> Tra
     return trajectory
 
 
+def _tool_registry(tool_set: str = "swe"):
+    from swedojo.tools.registry import ToolSetConfig
+
+    return ToolSetConfig().build(tool_set)
+
+
+def _act(registry, trajectory: Trajectory, sandbox: Sandbox, run: RunContext | None, step: Step) -> bool:
+    """Dispatch a step's calls through the tools, record what they returned; True when one submitted."""
+    from swedojo.tools.base import ToolContext
+
+    results = [registry.dispatch(call, sandbox, ToolContext(env=run.spec if run else None)) for call in step.tool_calls]
+    step.observation = "\n".join(r.output for r in results)
+    trajectory.steps.append(step)
+    if run:
+        run.checkpoint(trajectory)
+    return any(r.submitted for r in results)
+
+
+def gold_apply_command(patch: str) -> str:
+    """A bash command that applies `patch` with SWE-bench's fallbacks, readable in the trajectory."""
+    delimiter = f"SWEDOJO_PATCH_{secrets.token_hex(6)}"
+    body = patch if patch.endswith("\n") else patch + "\n"
+    return (f"cat > /tmp/swedojo-gold.diff <<'{delimiter}'\n{body}{delimiter}\n"
+            "git apply --verbose /tmp/swedojo-gold.diff || { patch --batch --fuzz=5 -p1 --dry-run -i /tmp/swedojo-gold.diff"
+            " >/dev/null && patch --batch --fuzz=5 -p1 -i /tmp/swedojo-gold.diff; }")
+
+
 class GoldPolicy:
-    """Applies the instance's gold patch in the sandbox and submits the resulting diff."""
+    """Applies the instance's gold patch through the tools (bash, then submit), like an agent would.
+
+    The trajectory is a real tool trajectory (fingerprints included), so `replay` can re-run it.
+    """
 
     name = "gold"
 
     def solve(self, instance: TaskInstance, sandbox: Sandbox, run: RunContext | None = None) -> Trajectory:
-        trajectory = Trajectory(instance_id=instance.instance_id, policy=self.name)
-        step = Step(index=0, phase="submit", tool_calls=[ToolCall(name="apply_patch", arguments={"patch": instance.patch})])
-        trajectory.steps.append(step)
-        try:
-            apply_patch(sandbox, instance.patch, "gold patch")
-        except PatchApplyError as exc:
-            # Submit the gold text as it is, so grading reports patch_failed with its own evidence.
-            step.error = str(exc)
-            trajectory.exit_status, trajectory.patch = ExitStatus.SUBMITTED, instance.patch
-            trajectory.finished_at = datetime.now(timezone.utc)
-            return trajectory
-        return _finish(trajectory, sandbox, ExitStatus.SUBMITTED)
+        registry = _tool_registry()
+        trajectory = Trajectory(instance_id=instance.instance_id, policy=self.name,
+                                tool_fingerprints=registry.fingerprints(), toolset_fingerprint=registry.fingerprint)
+        apply = ToolCall(name="bash", arguments={"command": gold_apply_command(instance.patch)})
+        _act(registry, trajectory, sandbox, run, Step(index=0, phase="execute", tool_calls=[apply]))
+        submit = Step(index=1, phase="submit", tool_calls=[ToolCall(name="submit")])
+        _act(registry, trajectory, sandbox, run, submit)
+        trajectory = _finish(trajectory, sandbox, ExitStatus.SUBMITTED)
+        if not trajectory.patch.strip() and instance.patch.strip():
+            # It did not apply: submit the gold text as it is, so grading reports patch_failed.
+            trajectory.steps[0].error = "gold patch did not apply"
+            trajectory.patch = instance.patch
+        return trajectory
 
 
 class EmptyPolicy:
@@ -90,24 +121,16 @@ class ReplayPolicy:
         self.tool_set = tool_set
 
     def solve(self, instance: TaskInstance, sandbox: Sandbox, run: RunContext | None = None) -> Trajectory:
-        from swedojo.tools.base import ToolContext
-        from swedojo.tools.registry import ToolSetConfig
-
         path = self.trajectories / f"{instance.instance_id}.json"
         if not path.is_file():
             raise ReplayNotFoundError(f"{instance.instance_id}: no recorded trajectory at {path}")
         recorded = Trajectory.model_validate_json(path.read_text(encoding="utf-8"))
-        registry = ToolSetConfig().build(self.tool_set)
+        registry = _tool_registry(self.tool_set)
         registry.check_replay(recorded.tool_fingerprints)
         trajectory = recorded.model_copy(update={"policy": self.name, "steps": [], "patch": ""})
-        ctx = ToolContext(env=run.spec if run else None)
         status = ExitStatus.LIMIT_STEPS
         for step in recorded.steps:
-            results = [registry.dispatch(call, sandbox, ctx) for call in step.tool_calls]
-            trajectory.steps.append(step.model_copy(update={"observation": "\n".join(r.output for r in results)}))
-            if run:
-                run.checkpoint(trajectory)
-            if any(r.submitted for r in results):
+            if _act(registry, trajectory, sandbox, run, step.model_copy(update={"observation": ""})):
                 status = ExitStatus.SUBMITTED
                 break
         return _finish(trajectory, sandbox, status)

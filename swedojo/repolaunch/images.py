@@ -194,48 +194,66 @@ def layer_env(spec: EnvSpec) -> dict[str, str]:
 
 # --- Dockerfiles --------------------------------------------------------------------------------
 
+STEP_MARK = "#swedojo-step"
+"""Printed before each step of a layer's RUN: the build reads it for progress and for errors."""
+
+
 def _env_line(variables: dict[str, str]) -> str:
     return "ENV " + " ".join(f"{k}={json.dumps(v)}" for k, v in variables.items())
 
 
+def _run(steps: list[str], cwd: str = "") -> list[str]:
+    """One RUN for all of a layer's steps (every instruction costs a container commit), each in a
+    subshell (as each runs in its own shell locally), announced by a marker line."""
+    if not steps:
+        return []
+    lines = ["set -e", *([f"cd {cwd}"] if cwd else [])]
+    for index, step in enumerate(steps):
+        lines += [f"echo '{STEP_MARK} {index}'", f"( {step}\n)"]
+    return ["RUN " + json.dumps(["/bin/bash", "-c", "\n".join(lines)])]
+
+
+def layer_steps(name: str, spec: EnvSpec) -> list[str]:
+    """What the layer's RUN does: the spec's commands plus the fixed steps of the layer's layout."""
+    if name == "runtime":
+        return spec.toolchain_commands
+    if name == "repo":
+        return spec.rebuild_commands
+    if spec.language == PYTHON:
+        return [f"python3 -m venv --without-pip {ENV_ROOT}/venv", *spec.install_commands,
+                f"{ENV_ROOT}/venv/bin/python -I /opt/swedojo/drop_project.py file://{SRC} {ENV_ROOT}/resolved.json"]
+    keep = [f"if [ -d node_modules ]; then mv node_modules {ENV_ROOT}/; else mkdir {ENV_ROOT}/node_modules; fi"] \
+        if spec.language in NODE else []
+    return [f"mkdir -p {ENV_ROOT}", *spec.install_commands, *keep]
+
+
 def runtime_dockerfile(spec: EnvSpec) -> str:
-    lines = [f"FROM {spec.base_image}", 'SHELL ["/bin/bash", "-c"]',
-             _env_line({"NODE_EXTRA_CA_CERTS": HOST_CA, **NPM_QUIET})]
-    lines += [f"RUN {command}" for command in spec.toolchain_commands]
-    return "\n".join([*lines, "LABEL swedojo.layer=runtime", ""])
+    lines = [f"FROM {spec.base_image}"]
+    if spec.language in NODE:
+        lines.append(_env_line({"NODE_EXTRA_CA_CERTS": HOST_CA, **NPM_QUIET}))
+    return "\n".join([*lines, *_run(layer_steps("runtime", spec)), ""])
 
 
 def deps_dockerfile(spec: EnvSpec) -> str:
+    """Two stages: the first has the checkout and installs; the image keeps only `/opt/swedojo/env`."""
     runtime = spec.layers["runtime"]
-    lines = [f"FROM {runtime} AS build", 'SHELL ["/bin/bash", "-c"]']
+    lines = [f"FROM {runtime} AS build"]
     if spec.language == PYTHON:
         build_env = {"PATH": f"{ENV_ROOT}/venv/bin:{SYSTEM_PATH}", "VIRTUAL_ENV": f"{ENV_ROOT}/venv",
                      "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1", "PIP_PROGRESS_BAR": "off",
                      "PIP_NO_CACHE_DIR": "1"}
         if spec.resolution_date:
             build_env["PIP_CONFIG_FILE"] = "/dev/null"  # as locally: no mirror without upload times
-        lines += [_env_line(build_env), f"RUN python3 -m venv --without-pip {ENV_ROOT}/venv",
-                  f"COPY env {ENV_ROOT}"]
-    else:
-        lines += [f"RUN mkdir -p {ENV_ROOT}"]
-    lines += [f"COPY src {SRC}", f"WORKDIR {SRC}"]
-    lines += [f"RUN {command}" for command in spec.install_commands]
-    if spec.language == PYTHON:
-        lines += ["COPY drop_project.py /opt/swedojo/drop_project.py",
-                  f"RUN {ENV_ROOT}/venv/bin/python -I /opt/swedojo/drop_project.py file://{SRC} {ENV_ROOT}/resolved.json"]
-    elif spec.language in NODE:
-        lines += [f"RUN if [ -d node_modules ]; then mv node_modules {ENV_ROOT}/; else mkdir {ENV_ROOT}/node_modules; fi"]
-    lines += [f"FROM {runtime}", f"COPY --from=build {ENV_ROOT} {ENV_ROOT}", _env_line(layer_env(spec)),
-              "LABEL swedojo.layer=deps", ""]
+        lines.append(_env_line(build_env))
+    lines += ["COPY opt /opt", *_run(layer_steps("deps", spec), SRC)]
+    lines += [f"FROM {runtime}", f"COPY --from=build {ENV_ROOT} {ENV_ROOT}", _env_line(layer_env(spec)), ""]
     return "\n".join(lines)
 
 
 def repo_dockerfile(spec: EnvSpec) -> str:
-    lines = [f"FROM {spec.layers['deps']}", 'SHELL ["/bin/bash", "-c"]',
-             _env_line({**spec.env_vars, "HOME": "/home/sandbox"}),
+    lines = [f"FROM {spec.layers['deps']}", _env_line({**spec.env_vars, "HOME": "/home/sandbox"}),
              f"COPY --chown={SANDBOX_USER} testbed {TESTBED}", f"USER {SANDBOX_USER}", f"WORKDIR {TESTBED}"]
-    lines += [f"RUN {command}" for command in spec.rebuild_commands]
-    return "\n".join([*lines, f"LABEL swedojo.layer=repo swedojo.commit={spec.commit}", ""])
+    return "\n".join([*lines, *_run(layer_steps("repo", spec)), ""])
 
 
 # --- planning -----------------------------------------------------------------------------------
@@ -283,27 +301,27 @@ def _context(name: str, spec: EnvSpec, checkout: Path, out: IO[bytes]) -> None:
     with tarfile.open(fileobj=out, mode="w") as tar:
         _add_text(tar, "Dockerfile", dockerfile)
         if name == "deps":
-            tar.add(checkout, arcname="src")
+            tar.add(checkout, arcname=SRC.lstrip("/"))
             if spec.language == PYTHON:
                 shims = python_shims(ENV_ROOT, "/usr/bin/python3", _python_site(spec), f"{PIP_TOOL}/bin/python")
                 for rel, body in shims.items():
-                    _add_text(tar, f"env/{rel}", script(body), 0o755)
-                tar.add(DROP_PROJECT, arcname="drop_project.py")
+                    _add_text(tar, f"{ENV_ROOT.lstrip('/')}/{rel}", script(body), 0o755)
+                tar.add(DROP_PROJECT, arcname="opt/swedojo/drop_project.py")
         elif name == "repo":
             tar.add(checkout, arcname="testbed")
     out.seek(0)
 
 
-_STEP = re.compile(r"^Step (\d+/\d+) : (.*)$")
 _FAILED = re.compile(r"returned a non-zero code: (\d+)")
-_STEP_ID = re.compile(r"^---> ([0-9a-f]{12,})$")
-"""The image a build step produced (" ---> 1a2b3c4d5e6f")."""
+_STEP_ID = re.compile(r"^ ---> ([0-9a-f]{12,})$")
+"""The image a build instruction produced (" ---> 1a2b3c4d5e6f")."""
 
 
 def _build(name: str, spec: EnvSpec, checkout: Path, log: BuildLog, nocache: bool, timeout: float) -> None:
     tag = spec.layers[name]
+    steps = layer_steps(name, spec)
     log.begin(f"{name} layer: building {tag}{' (no cache)' if nocache else ''}")
-    instruction, last_id, stage_id = "", "", ""
+    current, last_id, stage_id = -1, "", ""
     with tempfile.TemporaryFile() as context:
         _context(name, spec, checkout, context)
         try:
@@ -312,18 +330,18 @@ def _build(name: str, spec: EnvSpec, checkout: Path, log: BuildLog, nocache: boo
             for chunk in stream:
                 if "error" in chunk:
                     found = _FAILED.search(chunk["error"])
-                    command = instruction.removeprefix("RUN ")
-                    what = f"`{command}` exited with {found.group(1)}" if found else chunk["error"].strip()
+                    what = f"`{steps[current]}` exited with {found.group(1)}" if found and current >= 0 \
+                        else chunk["error"].strip()
                     raise LayerBuildError(f"{name} layer: {what}", log.path)
-                text = chunk.get("stream", "")
-                if step := _STEP.match(text.strip()):
-                    instruction = step.group(2)
-                    if instruction.startswith("FROM ") and last_id:
-                        stage_id = last_id  # the build stage ends here; the image keeps only its output
-                    log.begin(f"{name} layer {step.group(1)}: {instruction[:100]}")
-                elif text:
-                    last_id = made.group(1) if (made := _STEP_ID.match(text.strip())) else last_id
-                    log.write(text)
+                for line in chunk.get("stream", "").splitlines(keepends=True):
+                    if line.startswith(STEP_MARK):
+                        current = int(line.split()[1])
+                        log.begin(f"{name} layer: {steps[current][:120]}")
+                        continue
+                    if line.startswith("Step ") and " : FROM " in line and last_id:
+                        stage_id = last_id  # a build stage ends: the image keeps only what it copies
+                    last_id = made.group(1) if (made := _STEP_ID.match(line.rstrip())) else last_id
+                    log.write(line)
         except docker.errors.APIError as exc:
             raise LayerBuildError(f"{name} layer: the engine refused the build: {exc.explanation}", log.path) from exc
     if stage_id:

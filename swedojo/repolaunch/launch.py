@@ -73,7 +73,7 @@ def environment(spec: EnvSpec, source: Path, config: SandboxConfig | None = None
 def prepared_sandbox(env: Environment, commit: str, log: BuildLog, timeout: float = 1800.0) -> Iterator[Sandbox]:
     """A sandbox of `env` at `commit` with the repo layer built, its output going to the build log."""
     def echo(command: str, result: ExecResult) -> None:
-        log.begin(f"repo layer: {command}")
+        log.begin(f"sandbox: {command}")
         log.write(f"{result.output}\n[exit {result.exit_code} after {result.duration_s:.1f}s]\n")
 
     try:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import lru_cache
+from functools import cache
 
 import pytest
 import torch
@@ -14,7 +14,7 @@ from swedojo.agent.backends.tiny import TINY_ARCHS, build_tiny, build_tokenizer
 torch.set_num_threads(1)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _tiny_backend(arch: str) -> InProcessBackend:
     model, tokenizer = build_tiny(arch)
     return InProcessBackend(model, tokenizer, name=f"tiny:{arch}")

@@ -7,10 +7,26 @@ import json
 import pytest
 import torch
 
-from swedojo.agent.backends import Message, ModelBackend, SamplingParams, UnknownBackendSpecError, load_backend
+from swedojo.agent.backends import (
+    Message,
+    ModelBackend,
+    SamplingParams,
+    UnknownBackendSpecError,
+    load_backend,
+)
 from swedojo.agent.backends.inprocess import CheckpointNotFoundError, InProcessBackend
-from swedojo.agent.backends.scripted import ScriptedBackend, ScriptExhaustedError, ScriptFileError
-from swedojo.agent.backends.tiny import TINY_ARCHS, UnknownTinyArchError, build_tiny, build_tokenizer, save_tiny
+from swedojo.agent.backends.scripted import (
+    ScriptedBackend,
+    ScriptExhaustedError,
+    ScriptFileError,
+)
+from swedojo.agent.backends.tiny import (
+    TINY_ARCHS,
+    UnknownTinyArchError,
+    build_tiny,
+    build_tokenizer,
+    save_tiny,
+)
 from swedojo.schema import ToolCall
 
 
@@ -48,6 +64,9 @@ def test_unknown_specs_fail_with_their_own_errors(tmp_path):
         InProcessBackend.from_pretrained(tmp_path)
     with pytest.raises(ScriptFileError):
         load_backend(f"scripted:{tmp_path / 'missing.json'}")
+    (tmp_path / "numbers.json").write_text("[1, 2]")
+    with pytest.raises(ScriptFileError):
+        load_backend(f"scripted:{tmp_path / 'numbers.json'}")
 
 
 def test_scripted_backend_with_tokenizer_carries_token_ids(tmp_path):

@@ -5,12 +5,12 @@ from __future__ import annotations
 import torch
 
 from swedojo.agent.backends.base import Message, SamplingParams, ThinkingHistory
-from swedojo.agent.backends.inprocess import InProcessBackend
 from swedojo.agent.backends.dsa import (
     AbsorbedDecodeGlmMoeDsaAttention,
     DeterministicGlmMoeDsaIndexer,
     deterministic_topk,
 )
+from swedojo.agent.backends.inprocess import InProcessBackend
 from swedojo.schema import Step
 
 ATOL = 1e-4

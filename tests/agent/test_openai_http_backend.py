@@ -9,8 +9,19 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from swedojo.agent.backends import Message, Role, SamplingParams, ThinkingHistory, TransientBackendError, load_backend
-from swedojo.agent.backends.openai_http import RAW_ARGUMENTS_KEY, OpenAIHTTPBackend, ServerRequestError
+from swedojo.agent.backends import (
+    Message,
+    Role,
+    SamplingParams,
+    ThinkingHistory,
+    TransientBackendError,
+    load_backend,
+)
+from swedojo.agent.backends.openai_http import (
+    RAW_ARGUMENTS_KEY,
+    OpenAIHTTPBackend,
+    ServerRequestError,
+)
 from swedojo.schema import ToolCall
 
 COMPLETION = {

@@ -6,8 +6,87 @@ import os
 import subprocess
 from pathlib import Path
 
+from swedojo.schema import TestStatus
+
 FIXTURES = Path(__file__).parent / "fixtures"
 
+# A small pure-Python project (dependencies resolve as of DATE: pytest 8.2.1) and its tests: passing,
+# failing, skipped, flaky (fails when an earlier run left a marker), and one that needs the network.
+DATE = "2024-06-01T12:00:00Z"
+NEEDS_NETWORK = """import socket
+
+
+def test_needs_network():
+    socket.create_connection(("pypi.org", 443), timeout=20).close()
+"""
+PROJECT = {
+    "pyproject.toml": """[build-system]
+requires = ["setuptools>=61"]
+build-backend = "setuptools.build_meta"
+
+[project]
+name = "calc"
+version = "0.1.0"
+requires-python = ">=3.9"
+dependencies = []
+
+[project.optional-dependencies]
+test = ["iniconfig"]
+""",
+    "src/calc/__init__.py": """from importlib.metadata import version
+
+__version__ = version("calc")  # only works when the project is installed
+
+
+def add(a, b):
+    return a + b
+""",
+}
+TESTS = {
+    "tests/test_calc.py": """import os
+
+import pytest
+
+from calc import __version__, add
+
+MARKER = os.path.join(os.path.dirname(__file__), ".ran-before")
+
+
+def test_add():
+    assert add(1, 2) == 3
+
+
+def test_installed_version():
+    assert __version__ == "0.1.0"
+
+
+def test_known_bug():
+    assert add(1, 1) == 3
+
+
+@pytest.mark.skip(reason="later")
+def test_later():
+    pass
+
+
+def test_flaky():
+    ran_before = os.path.exists(MARKER)
+    open(MARKER, "w").close()
+    assert not ran_before
+""",
+    "tests/test_net.py": NEEDS_NETWORK,
+}
+
+CALC_STATUSES = {
+    "tests/test_calc.py::test_add": TestStatus.PASSED,
+    "tests/test_calc.py::test_installed_version": TestStatus.PASSED,
+    "tests/test_calc.py::test_known_bug": TestStatus.FAILED,
+    "tests/test_calc.py::test_later": TestStatus.SKIPPED,
+    "tests/test_calc.py::test_flaky": TestStatus.FAILED,  # failed in run 2: the worst status is kept
+    "tests/test_net.py::test_needs_network": TestStatus.FAILED,  # validation runs offline
+}
+CALC_FLAKY = ["tests/test_calc.py::test_flaky"]
+CALC_NETWORK = ["tests/test_net.py::test_needs_network"]  # passes in the run with the network on
 
 def write_tree(root: Path, files: dict[str, str]) -> Path:
     for rel, text in files.items():

@@ -13,7 +13,16 @@ from pathlib import Path
 
 import pytest
 import typer
-from launch_helpers import commit_all, write_tree
+from launch_helpers import (
+    CALC_FLAKY,
+    CALC_NETWORK,
+    CALC_STATUSES,
+    DATE,
+    PROJECT,
+    TESTS,
+    commit_all,
+    write_tree,
+)
 from typer.testing import CliRunner
 
 from swedojo.repolaunch.cli import launch_command
@@ -30,64 +39,6 @@ from swedojo.repolaunch.launch import environment, launch
 from swedojo.repolaunch.parsers import parse_log
 from swedojo.schema import TestStatus
 
-DATE = "2024-06-01T12:00:00Z"
-PROJECT = {
-    "pyproject.toml": """[build-system]
-requires = ["setuptools>=61"]
-build-backend = "setuptools.build_meta"
-
-[project]
-name = "calc"
-version = "0.1.0"
-requires-python = ">=3.9"
-dependencies = []
-
-[project.optional-dependencies]
-test = ["iniconfig"]
-""",
-    "src/calc/__init__.py": """from importlib.metadata import version
-
-__version__ = version("calc")  # only works when the project is installed
-
-
-def add(a, b):
-    return a + b
-""",
-}
-TESTS = {
-    "tests/test_calc.py": """import os
-
-import pytest
-
-from calc import __version__, add
-
-MARKER = os.path.join(os.path.dirname(__file__), ".ran-before")
-
-
-def test_add():
-    assert add(1, 2) == 3
-
-
-def test_installed_version():
-    assert __version__ == "0.1.0"
-
-
-def test_known_bug():
-    assert add(1, 1) == 3
-
-
-@pytest.mark.skip(reason="later")
-def test_later():
-    pass
-
-
-def test_flaky():
-    ran_before = os.path.exists(MARKER)
-    open(MARKER, "w").close()
-    assert not ran_before
-""",
-}
-
 
 @pytest.fixture(scope="module")
 def launched(tmp_path_factory: pytest.TempPathFactory, env_cache: Path) -> dict:
@@ -101,25 +52,19 @@ def launched(tmp_path_factory: pytest.TempPathFactory, env_cache: Path) -> dict:
 
 def test_local_launch_end_to_end(launched: dict) -> None:
     spec, out = launched["spec"], launched["out"]
-    assert spec.test_status == {
-        "tests/test_calc.py::test_add": TestStatus.PASSED,
-        "tests/test_calc.py::test_installed_version": TestStatus.PASSED,
-        "tests/test_calc.py::test_known_bug": TestStatus.FAILED,
-        "tests/test_calc.py::test_later": TestStatus.SKIPPED,
-        "tests/test_calc.py::test_flaky": TestStatus.FAILED,  # failed in run 2: worst status is kept
-    }
-    assert spec.flaky_tests == ["tests/test_calc.py::test_flaky"]
+    assert spec.test_status == CALC_STATUSES
+    assert spec.flaky_tests == CALC_FLAKY
+    assert spec.network_tests == CALC_NETWORK
     assert (spec.language, spec.build_system, spec.log_parser) == ("python", "pyproject", "pytest")
     assert spec.resolution_date == DATE
     assert spec.resolved_dependencies["pytest"] == "8.2.1"  # as of the commit date
     assert "calc" not in spec.resolved_dependencies  # the project lives in the repo layer
     assert spec.install_commands[-1] == f"pip install --uploaded-prior-to {DATE} pip"  # the layer's own pip
     assert spec.rebuild_commands[:2] == ["swedojo-overlay", "pip install --no-deps --no-build-isolation -e ."]
-    assert spec.network_tests == []  # test_known_bug fails with the network on too; test_flaky is flaky
     assert (spec.env_vars["TZ"], spec.env_vars["PYTHONHASHSEED"], spec.env_vars["LC_ALL"]) == ("UTC", "0", "C.UTF-8")
     assert json.loads((out / "envspec.json").read_text())["flaky_tests"] == spec.flaky_tests
     log = (out / "build.log").read_text()
-    assert "==> test run 2/2" in log and "baseline: 5 tests, 1 flaky" in log
+    assert "==> test run 2/2" in log and "baseline: 6 tests, 1 flaky" in log and "network tests: 1" in log
     print(f"\ncold local launch: {launched['cold_s']:.1f}s")
 
 
@@ -131,7 +76,8 @@ def test_second_launch_is_a_cache_hit(launched: dict, env_cache: Path) -> None:
     warm = time.monotonic() - start
     log = (launched["root"] / "again" / "build.log").read_text()
     assert "cache hit" in log and "validated spec cache hit" in log and "test run" not in log
-    assert (again.test_status, again.flaky_tests, again.commit) == (spec.test_status, spec.flaky_tests, spec.commit)
+    assert (again.test_status, again.flaky_tests, again.network_tests, again.commit) == \
+        (spec.test_status, spec.flaky_tests, spec.network_tests, spec.commit)
     print(f"\nwarm local launch: {warm:.1f}s (cold {launched['cold_s']:.1f}s)")
     assert warm < launched["cold_s"]
 

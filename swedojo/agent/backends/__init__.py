@@ -48,8 +48,9 @@ def load_backend(spec: str, **options: Any) -> ModelBackend:
     """A backend from `--model`: a checkpoint directory, `http(s)://…`, `tiny:ARCH`, or `scripted:FILE`.
 
     `options` go to the backend's constructor (e.g. `device`, `dtype` for checkpoints,
-    `retain_cache` for in-process models, `model` for a URL). A scripted file is replayed with
-    the tiny GLM tokenizer, so its trajectories carry token ids.
+    `retain_cache` or `seed` for in-process models, `model` for a URL; `TinySize` fields for
+    `tiny:`). A scripted file is replayed with the tiny GLM tokenizer, so its trajectories carry
+    token ids.
     """
     if spec.startswith(("http://", "https://")):
         from swedojo.agent.backends.openai_http import OpenAIHTTPBackend
@@ -60,7 +61,7 @@ def load_backend(spec: str, **options: Any) -> ModelBackend:
         from swedojo.agent.backends.tiny import TinySize, build_tiny
 
         size = TinySize(**{k: options.pop(k) for k in list(options) if k in TinySize.model_fields})
-        model, tokenizer = build_tiny(spec.removeprefix("tiny:"), size, seed=options.pop("seed", 0))
+        model, tokenizer = build_tiny(spec.removeprefix("tiny:"), size)
         return InProcessBackend(model, tokenizer, name=spec, **options)
     if spec.startswith("scripted:"):
         from swedojo.agent.backends.scripted import ScriptedBackend

@@ -5,9 +5,9 @@ ids: the cache is cropped to the longest common prefix (a changed earlier token 
 stale keys behind; transformers' `generate` only skips `cache length` tokens without checking
 them) and only the remaining tokens are prefilled. With preserved thinking the prompt extends the
 previous prompt and sampled tokens exactly, so a turn prefills only the new observation. Logits
-equal a full recompute (tests check every supported architecture; GLM-5's DSA indexer is patched
-to a deterministic top-k, and decodes against its latent cache
-without re-expanding it; see `dsa.py`).
+equal a full recompute (tests check every supported architecture; GLM-5's DSA layers get a
+deterministic indexer top-k and decode against the latent cache without re-expanding it, see
+`dsa.py`). Long prompts are prefilled in chunks of `prefill_chunk` tokens to bound memory.
 
 Logprobs are log_softmax(logits / temperature) of the sampled token, before top-k/top-p
 truncation: the distribution a trainer recomputes at the rollout temperature. Greedy decoding
@@ -19,12 +19,19 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache, PreTrainedModel
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    DynamicCache,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+)
 
 from swedojo.agent.backends.base import (
     BackendError,
@@ -92,7 +99,7 @@ class InProcessBackend:
     def __init__(
         self,
         model: PreTrainedModel,
-        tokenizer,
+        tokenizer: PreTrainedTokenizerBase,
         *,
         name: str = "inprocess",
         retain_cache: bool = True,
@@ -139,10 +146,6 @@ class InProcessBackend:
         """Token in: continue exactly `prompt` (which should end with the generation prompt)."""
         started = time.perf_counter()
         prompt = list(prompt)
-        if not prompt:
-            raise EmptyPromptError("cannot generate from an empty prompt")
-        if self.context_length and len(prompt) >= self.context_length:
-            raise ContextLengthError(f"prompt of {len(prompt)} tokens; context is {self.context_length}")
         budget = params.max_new_tokens
         if self.context_length:
             budget = min(budget, self.context_length - len(prompt))
@@ -151,26 +154,21 @@ class InProcessBackend:
             generator = torch.Generator(self.device).manual_seed(params.seed)
         stop_ids = self.chat.stop_token_ids | set(params.stop_token_ids)
         longest_stop = max((len(s.encode()) for s in params.stop), default=0)
-        with self._lock, torch.inference_mode():
-            conversation = self._conversation(conversation_id)
+        sampled: list[int] = []
+        logprobs: list[float] = []
+        finish = FinishReason.LENGTH
+        with self._lock, torch.inference_mode(), self._state(conversation_id) as conversation:
             logits, cached = self._prefill(conversation, prompt)
             prefilled_at = time.perf_counter()
-            sampled: list[int] = []
-            logprobs: list[float] = []
-            finish = FinishReason.LENGTH
             while len(sampled) < budget:
                 token, logprob = sample_token(logits, params, generator)
                 sampled.append(token)
                 logprobs.append(logprob)
-                if token in stop_ids or (
-                    longest_stop and self._ends_with_stop(sampled, params.stop, longest_stop)
-                ):
+                if token in stop_ids or (longest_stop and self._ends_with_stop(sampled, params.stop, longest_stop)):
                     finish = FinishReason.STOP
                     break
                 if len(sampled) < budget:
                     logits = self._forward(conversation, [token])
-            if not self.retain_cache:
-                self._conversations.pop(conversation_id, None)
         text, reasoning, content = self.chat.split(sampled, params.thinking)
         return Generation(
             text=text,
@@ -194,10 +192,8 @@ class InProcessBackend:
 
     def next_token_logits(self, prompt: Sequence[int], *, conversation_id: str = "default") -> torch.Tensor:
         """Float32 logits after `prompt`, through the same cache path as `generate` (for checks)."""
-        with self._lock, torch.inference_mode():
-            logits, _ = self._prefill(self._conversation(conversation_id), list(prompt))
-            if not self.retain_cache:
-                self._conversations.pop(conversation_id, None)
+        with self._lock, torch.inference_mode(), self._state(conversation_id) as conversation:
+            logits, _ = self._prefill(conversation, list(prompt))
             return logits.clone()
 
     def release(self, conversation_id: str) -> None:
@@ -209,18 +205,25 @@ class InProcessBackend:
         conversation = self._conversations.get(conversation_id)
         return list(conversation.ids) if conversation else []
 
-    def _conversation(self, conversation_id: str) -> _Conversation:
-        conversation = self._conversations.get(conversation_id)
-        if conversation is None:
-            conversation = _Conversation(DynamicCache(config=self.model.config))
+    @contextmanager
+    def _state(self, conversation_id: str) -> Iterator[_Conversation]:
+        """The conversation's cache; dropped afterwards when not retained, or when a forward failed
+        half-way (some layers would hold keys the id list does not)."""
+        conversation = self._conversations.pop(conversation_id, None) or _Conversation(
+            DynamicCache(config=self.model.config)
+        )
+        yield conversation
+        if self.retain_cache:
             self._conversations[conversation_id] = conversation
             while len(self._conversations) > self.max_conversations:
                 self._conversations.popitem(last=False)
-        self._conversations.move_to_end(conversation_id)
-        return conversation
 
     def _prefill(self, conversation: _Conversation, prompt: list[int]) -> tuple[torch.Tensor, int]:
         """Logits after `prompt` and how many of its tokens came from the cache."""
+        if not prompt:
+            raise EmptyPromptError("cannot continue an empty prompt")
+        if self.context_length and len(prompt) >= self.context_length:
+            raise ContextLengthError(f"prompt of {len(prompt)} tokens; the context is {self.context_length}")
         common = common_prefix_length(conversation.ids, prompt)
         if common == len(prompt) == len(conversation.ids) and conversation.logits is not None:
             return conversation.logits, common
@@ -231,10 +234,9 @@ class InProcessBackend:
             else:
                 conversation.cache.crop(common - len(conversation.ids))  # 5.x: a negative count removes
             del conversation.ids[common:]
-        logits = conversation.logits
         for start in range(common, len(prompt), self.prefill_chunk):
             logits = self._forward(conversation, prompt[start : start + self.prefill_chunk])
-        return logits, common
+        return logits, common  # the loop ran at least once: common < len(prompt)
 
     def _forward(self, conversation: _Conversation, ids: list[int]) -> torch.Tensor:
         output = self.model(

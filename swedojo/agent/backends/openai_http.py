@@ -10,7 +10,6 @@ prefix cache stays warm. Standard library only (`urllib`).
 from __future__ import annotations
 
 import json
-import socket
 import time
 import urllib.error
 import urllib.parse
@@ -114,7 +113,7 @@ class OpenAIHTTPBackend:
             if exc.code == 429 or exc.code >= 500:
                 raise TransientBackendError(f"{method} {path}: HTTP {exc.code}: {detail}") from exc
             raise ServerRequestError(f"{method} {path}: HTTP {exc.code}: {detail}") from exc
-        except (urllib.error.URLError, socket.timeout, ConnectionError) as exc:
+        except (TimeoutError, urllib.error.URLError, ConnectionError) as exc:
             raise TransientBackendError(f"{method} {self.base_url}{path}: {exc}") from exc
         try:
             data = json.loads(raw)

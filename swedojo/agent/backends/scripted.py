@@ -12,7 +12,7 @@ import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field, ValidationError
 
@@ -27,6 +27,9 @@ from swedojo.agent.backends.base import (
 )
 from swedojo.agent.chat import GlmChat
 from swedojo.schema import ToolCall
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerBase
 
 
 class ScriptExhaustedError(BackendError):
@@ -52,6 +55,8 @@ class ScriptedResponse(BaseModel):
         """A dict with the fields above, or a string `REASONING</think>CONTENT` (the `</think>` optional)."""
         if isinstance(item, dict):
             return cls.model_validate(item)
+        if not isinstance(item, str):
+            raise TypeError(f"a response is a string or an object, not {type(item).__name__}")
         reasoning, sep, content = item.partition("</think>")
         if not sep:
             return cls(content=item)
@@ -61,24 +66,30 @@ class ScriptedResponse(BaseModel):
 class ScriptedBackend:
     """Replays responses in order, separately for each conversation id."""
 
-    def __init__(self, responses: Sequence[ScriptedResponse | str | dict[str, Any]], tokenizer=None, *, name: str = "scripted") -> None:
+    def __init__(
+        self,
+        responses: Sequence[ScriptedResponse | str | dict[str, Any]],
+        tokenizer: PreTrainedTokenizerBase | None = None,
+        *,
+        name: str = "scripted",
+    ) -> None:
         self.responses = [r if isinstance(r, ScriptedResponse) else ScriptedResponse.parse(r) for r in responses]
         self.chat = GlmChat(tokenizer) if tokenizer is not None else None
         self.name = name
         self._cursor: dict[str, int] = {}
 
     @classmethod
-    def from_file(cls, path: str | Path, tokenizer=None) -> ScriptedBackend:
+    def from_file(cls, path: str | Path, tokenizer: PreTrainedTokenizerBase | None = None) -> ScriptedBackend:
         """A JSON list, or JSON Lines, of responses (strings or objects)."""
         file = Path(path)
         try:
             text = file.read_text(encoding="utf-8")
-            stripped = text.lstrip()
-            items = json.loads(text) if stripped.startswith("[") else [json.loads(line) for line in text.splitlines() if line.strip()]
-            if not isinstance(items, list):
-                raise ScriptFileError(f"{file}: expected a list of responses")
+            if text.lstrip().startswith("["):
+                items = json.loads(text)
+            else:
+                items = [json.loads(line) for line in text.splitlines() if line.strip()]
             return cls(items, tokenizer, name=f"scripted:{file.name}")
-        except (OSError, ValueError, ValidationError) as exc:
+        except (OSError, ValueError, TypeError, ValidationError) as exc:
             raise ScriptFileError(f"{file}: {exc}") from exc
 
     def generate(

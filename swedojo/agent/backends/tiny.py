@@ -15,6 +15,7 @@ import torch
 from pydantic import BaseModel, Field
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import (
+    AutoModelForCausalLM,
     Glm4MoeConfig,
     GlmMoeDsaConfig,
     MixtralConfig,
@@ -23,7 +24,6 @@ from transformers import (
     PreTrainedTokenizerFast,
     Qwen3MoeConfig,
 )
-from transformers import AutoModelForCausalLM
 
 from swedojo.agent.backends.base import BackendError
 from swedojo.agent.chat import GLM_SPECIAL_TOKENS

@@ -105,9 +105,11 @@ def prepare_repo(target: Target, commits: list[str]) -> Path:
 
 
 def commit_files(repo: Path, parent: str, files: dict[str, bytes], message: str, branch: str) -> str:
-    """Commit `files` (path -> new content) on top of `parent` in a bare repo; returns the SHA.
+    """Commit `parent`'s tree with `files` (path -> new content) as a root commit; returns the SHA.
 
-    Identity and date are fixed (the parent's date), so the same content always gives the same SHA.
+    A root commit, not a child of `parent`: with the clean code one `git diff HEAD~1` away, an
+    agent could read the fix out of history. Identity and date are fixed (the parent's date), so
+    the same content always gives the same SHA.
     """
     date = git(repo, "show", "-s", "--format=%cI", parent).strip()
     with tempfile.TemporaryDirectory(prefix="swedojo-gen-index-") as tmp:
@@ -120,7 +122,7 @@ def commit_files(repo: Path, parent: str, files: dict[str, bytes], message: str,
         tree = git(repo, "write-tree", env=env).strip()
     who = {"GIT_AUTHOR_NAME": GEN_IDENTITY[0], "GIT_AUTHOR_EMAIL": GEN_IDENTITY[1], "GIT_AUTHOR_DATE": date,
            "GIT_COMMITTER_NAME": GEN_IDENTITY[0], "GIT_COMMITTER_EMAIL": GEN_IDENTITY[1], "GIT_COMMITTER_DATE": date}
-    sha = git(repo, "commit-tree", tree, "-p", parent, "-m", message, env=who).strip()
+    sha = git(repo, "commit-tree", tree, "-m", message, env=who).strip()
     git(repo, "update-ref", f"refs/heads/{branch}", sha)
     return sha
 

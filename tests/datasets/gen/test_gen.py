@@ -40,7 +40,9 @@ def test_mutations_give_valid_tasks_that_gold_resolves_and_empty_does_not(projec
     generated = out / "repos" / "acme" / "shapes"
     for task in instances:
         assert task.repo == "acme/shapes" and task.test_patch == "" and task.environment_setup_commit == head
-        assert git(generated, "rev-parse", f"{task.base_commit}^") == head  # one commit on top of HEAD
+        # a root commit: no ancestor holds the clean code, so history cannot give the fix away
+        assert git(generated, "rev-list", "--count", task.base_commit) == "1"
+        assert git(generated, "diff", "--name-only", head, task.base_commit) == "shapes/geometry.py"
         assert task.FAIL_TO_PASS and task.PASS_TO_PASS and not set(task.FAIL_TO_PASS) & set(task.PASS_TO_PASS)
         assert task.patch.startswith("diff --git a/shapes/geometry.py")
         assert all(line not in task.problem_statement for line in changed_lines(task.patch))

@@ -1,0 +1,86 @@
+"""`dojo eval` on a SWE-bench-format file whose instances carry no environment: each (repo, setup
+commit) is launched through RepoLaunch and cached, and a failed launch is an infra_error that names
+its stage while the other instances go on."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from launch_helpers import DATE, PROJECT, commit_all, write_tree
+from typer.testing import CliRunner
+
+from swedojo.cli import app
+
+BUGGY = {
+    "src/calc/__init__.py": PROJECT["src/calc/__init__.py"] + "\n\ndef sub(a, b):\n    return a + b\n",
+    "tests/test_calc.py": "from calc import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n",
+}
+FIX = PROJECT["src/calc/__init__.py"] + "\n\ndef sub(a, b):\n    return a - b\n"
+NEW_TEST = "from calc import sub\n\n\ndef test_sub():\n    assert sub(3, 1) == 2\n"
+
+
+def _diff(repo: Path, files: dict[str, str]) -> str:
+    """The patch that writes `files` in `repo` (left unchanged)."""
+    write_tree(repo, files)
+    subprocess.run(["git", "add", "-N", "."], cwd=repo, check=True)
+    patch = subprocess.run(["git", "diff"], cwd=repo, check=True, capture_output=True, text=True).stdout
+    subprocess.run(["git", "reset", "-q"], cwd=repo, check=True)
+    subprocess.run(["git", "checkout", "-q", "--", "."], cwd=repo, check=True)
+    subprocess.run(["git", "clean", "-qfd"], cwd=repo, check=True)
+    return patch
+
+
+@pytest.fixture
+def suite(tmp_path: Path) -> Path:
+    repo = write_tree(tmp_path / "calc", {**PROJECT, **BUGGY})
+    base = commit_all(repo, "calc with sub", DATE)
+    broken = write_tree(tmp_path / "broken", {"requirements-test.txt": "-r does-not-exist.txt\n",
+                                              "test_x.py": "def test_x():\n    pass\n"})
+    broken_base = commit_all(broken, "broken", DATE)
+    records = [
+        {"instance_id": "calc-1", "repo": str(repo), "base_commit": base, "environment_setup_commit": base,
+         "patch": _diff(repo, {"src/calc/__init__.py": FIX}), "test_patch": _diff(repo, {"tests/test_sub.py": NEW_TEST}),
+         "problem_statement": "sub adds", "FAIL_TO_PASS": json.dumps(["tests/test_sub.py::test_sub"]),
+         "PASS_TO_PASS": json.dumps(["tests/test_calc.py::test_add"]), "version": "0.1"},
+        {"instance_id": "broken-1", "repo": str(broken), "base_commit": broken_base, "patch": "", "test_patch": "",
+         "problem_statement": "whatever", "FAIL_TO_PASS": json.dumps(["test_x.py::test_x"]), "PASS_TO_PASS": "[]"},
+    ]
+    path = tmp_path / "suite.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return path
+
+
+def _results(out: Path) -> dict[str, dict]:
+    return {r["instance_id"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+
+
+@pytest.mark.parametrize("backend", ["local", pytest.param("docker", marks=pytest.mark.docker)])
+def test_eval_launches_environments(suite: Path, tmp_path: Path, env_cache: Path, backend: str,
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SWEDOJO_CACHE", str(env_cache))
+    runner = CliRunner()
+    common = ["eval", "--suite", str(suite), "--backend", backend, "--rewards", "resolved", "--workers", "2"]
+    gold = runner.invoke(app, [*common, "--policy", "gold", "--out", str(tmp_path / "gold")])
+    assert gold.exit_code == 0, gold.output
+    results = _results(tmp_path / "gold")
+    assert results["calc-1"]["status"] == "resolved", results["calc-1"]
+    broken = results["broken-1"]
+    assert broken["status"] == "infra_error" and "\n" not in broken["error"]
+    assert broken["error"].startswith("environment: [install] deps layer: `pip install" if backend == "docker"
+                                      else "environment: [install] `pip install")
+    launched = tmp_path / "gold" / "environments"
+    assert sorted(p.name.split("-")[-1] for p in launched.iterdir()) == \
+        sorted(r["base_commit"][:12] for r in map(json.loads, suite.read_text().splitlines()))
+    assert "does-not-exist.txt" in next(launched.glob("*broken*")).joinpath("build.log").read_text()
+
+    empty = runner.invoke(app, [*common, "--policy", "empty", "--out", str(tmp_path / "empty")])
+    assert empty.exit_code == 0, empty.output
+    results = _results(tmp_path / "empty")
+    assert not results["calc-1"]["resolved"] and results["calc-1"]["status"] == "empty_patch"
+    assert results["calc-1"]["report"]["fail_to_pass"] == {"tests/test_sub.py::test_sub": "FAILED"}
+    assert results["calc-1"]["report"]["pass_to_pass"] == {"tests/test_calc.py::test_add": "PASSED"}
+    calc_log = next((tmp_path / "empty" / "environments").glob("*calc*")).joinpath("build.log").read_text()
+    assert "validated spec cache hit" in calc_log  # launched once, by the gold run
