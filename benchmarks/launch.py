@@ -80,7 +80,7 @@ def main() -> None:
     nonce = secrets.token_hex(4)
     work = Path(tempfile.mkdtemp(prefix="swedojo-bench-", dir="/var/tmp"))
     work.chmod(0o755)  # local sandboxes run as another uid and must reach the cache
-    cache = work / "cache"
+    cache = work / "cache" / "envs"
     results: dict[str, float] = {}
     made: list[str] = []
     print(f"{'repo':8} {'backend':7} {'cold s':>8} {'warm s':>8} {'runtime s':>10} {'image MB':>9} {'deps MB':>8}")
@@ -97,8 +97,8 @@ def main() -> None:
             results |= {f"cold_docker_{lang}_s": cold - runtime, f"warm_docker_{lang}_s": warm,
                         f"{lang}_runtime_s": runtime, f"image_{lang}_mb": image_mb}
             print(f"{lang:8} {'docker':7} {cold - runtime:8.1f} {warm:8.2f} {runtime:10.1f} {image_mb:9.0f} {deps_mb:8.1f}")
-            cold = _timed(repo, work / f"{lang}-local-1", "local", cache / "envs")
-            warm = _timed(repo, work / f"{lang}-local-2", "local", cache / "envs")
+            cold = _timed(repo, work / f"{lang}-local-1", "local", cache)
+            warm = _timed(repo, work / f"{lang}-local-2", "local", cache)
             results |= {f"cold_local_{lang}_s": cold, f"warm_local_{lang}_s": warm}
             print(f"{lang:8} {'local':7} {cold:8.1f} {warm:8.2f}")
     finally:

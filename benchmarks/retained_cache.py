@@ -90,6 +90,8 @@ def _ratio(full: list[dict], cached: list[dict], key: str) -> float:
 def main() -> int:
     started = time.perf_counter()
     ratios = {n: float("inf") for n in CHECKPOINTS}
+    prefill_ratios = {n: float("inf") for n in CHECKPOINTS}
+    last_ratios = {n: float("inf") for n in CHECKPOINTS}
     max_diff = 0.0
     spawn = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=2, mp_context=spawn, max_tasks_per_child=1) as pool:
@@ -126,12 +128,15 @@ def main() -> int:
                 new_only = all(t["prefill"] <= t["prompt"] - p["prompt"] for p, t in pairwise(c))
                 print(f"{'':>5} cached run prefilled only tokens added since the previous turn: {new_only}")
                 ratios[n] = min(ratios[n], _ratio(f, c, "seconds"))
+                prefill_ratios[n] = min(prefill_ratios[n], _ratio(f, c, "prefill_seconds"))
+                last_ratios[n] = min(last_ratios[n], f[-1]["seconds"] / c[-1]["seconds"])
     print(
         f"ratio = re-prefill / cached time of the whole N-turn conversation (last: of turn N; ttft: prefill time); "
         f"benchmark took {time.perf_counter() - started:.0f}s"
     )
     print(
         f"RESULT ratio_10={ratios[10]:.1f} ratio_20={ratios[20]:.1f} ratio_40={ratios[40]:.1f} "
+        f"prefill_ratio_40={prefill_ratios[40]:.1f} last_turn_ratio_40={last_ratios[40]:.1f} "
         f"max_logit_diff={max_diff:.1e}"
     )
     return 0

@@ -78,6 +78,7 @@ def eval_command(
     backend: str = typer.Option("local", help="Sandbox backend: local or docker."),
     mirror: Path = typer.Option(None, help="Directory of local repos as owner/name[.git], for offline use."),
     workers: int = typer.Option(1, help="Instances evaluated at once."),
+    pool: int = typer.Option(0, help="Warm sandboxes kept ready per image (docker backend only; 0: off)."),
     instance: list[str] = typer.Option(None, help="Only these instance ids (repeatable)."),
     rewards: str = typer.Option("tiers", help="tiers: score every reward tier (gated); resolved: SWE-bench grading only (faster)."),
     model: str = typer.Option(None, help="For --policy model: checkpoint dir, http(s) URL, tiny:ARCH or scripted:FILE."),
@@ -118,10 +119,19 @@ def eval_command(
         console.print(f"  {result.instance_id}: {mark} ({result.duration_s:.1f}s){why}")
 
     launching = launch if launch is not None else suite not in SUITES
+    warm = None
+    if pool > 0 and backend == "docker":
+        from swedojo.sandboxes.pool import SandboxPool
+
+        warm = SandboxPool(pool)
     resolver = EnvironmentResolver(backend=backend, mirror=loaded_suite.mirror, launch=launching,
-                                   launch_dir=out / "environments")
+                                   launch_dir=out / "environments", pool=warm)
     reward_config = RewardConfig() if rewards == "tiers" else None
-    summary = evaluate(instances, lambda: make_policy(policy, model_backend, trajectories, agent), resolver, out, suite, loaded_suite.loaded.errors, workers, show, reward_config)
+    try:
+        summary = evaluate(instances, lambda: make_policy(policy, model_backend, trajectories, agent), resolver, out, suite, loaded_suite.loaded.errors, workers, show, reward_config)
+    finally:
+        if warm is not None:
+            warm.close()
     _print_summary(summary, out)
 
 

@@ -13,7 +13,7 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import git
 from pydantic import BaseModel, PrivateAttr
@@ -28,6 +28,9 @@ from swedojo.rewards.score import score
 from swedojo.sandboxes.base import SandboxConfig
 from swedojo.sandboxes.environment import Environment, default_python_env
 from swedojo.schema import EvalStatus, ExitStatus, RewardReport, TaskInstance, Trajectory
+
+if TYPE_CHECKING:
+    from swedojo.sandboxes.pool import SandboxPool
 
 
 class InstanceResult(BaseModel):
@@ -71,12 +74,18 @@ class EnvironmentResolver(BaseModel):
     _launched: dict[tuple[str, str], Environment | LaunchError] = PrivateAttr(default_factory=dict)
     _locks: dict[tuple[str, str], threading.Lock] = PrivateAttr(default_factory=dict)
     _guard: threading.Lock = PrivateAttr(default_factory=threading.Lock)
+    _pool: SandboxPool | None = PrivateAttr(default=None)
+
+    def __init__(self, pool: SandboxPool | None = None, **data: Any) -> None:
+        """`pool`: warm containers for every docker sandbox it resolves (scoring too); the caller closes it."""
+        super().__init__(**data)
+        self._pool = pool
 
     def resolve(self, instance: TaskInstance) -> Environment:
         """The instance's environment; a failed launch raises its `LaunchError` (stage named) every time."""
         source = resolve_repo(instance.repo, self.mirror)
         if not self.launch:
-            return default_python_env(instance.repo, instance.setup_commit, source, self.backend, self.config)
+            return default_python_env(instance.repo, instance.setup_commit, source, self.backend, self.config).with_pool(self._pool)
         key = (instance.repo, instance.setup_commit)
         with self._guard:
             lock = self._locks.setdefault(key, threading.Lock())
@@ -86,7 +95,7 @@ class EnvironmentResolver(BaseModel):
             found = self._launched[key]
         if isinstance(found, LaunchError):
             raise type(found)(found.message, found.log_path)
-        return found
+        return found.with_pool(self._pool)
 
     def _launch(self, repo: str, commit: str, source: Path) -> Environment | LaunchError:
         from swedojo.repolaunch.launch import environment, launch

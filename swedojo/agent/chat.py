@@ -71,7 +71,8 @@ class GlmChat:
         self.stop_token_ids: frozenset[int] = frozenset(self.ids[t] for t in STOP_TOKENS)
         # `split_special_tokens` toggles state on the shared Rust tokenizer.
         self._lock = threading.Lock()
-        self._encode = lru_cache(maxsize=8192)(self._encode_uncached)
+        # Every turn re-renders the whole conversation; segments seen before are not re-tokenised.
+        self._encode = lru_cache(maxsize=1024)(self._encode_uncached)
 
     def _encode_uncached(self, text: str, special: bool) -> tuple[int, ...]:
         with self._lock:
@@ -102,7 +103,8 @@ class GlmChat:
         previous: Role | None = None
         for index, message in enumerate(messages):
             keep_reasoning = history == ThinkingHistory.PRESERVED or index > last_user
-            ids += self._message(message, previous, keep_reasoning)
+            following = messages[index + 1].role if index + 1 < len(messages) else None
+            ids += self._message(message, previous, keep_reasoning, following)
             previous = message.role
         if thinking is not None:
             ids += self.generation_prompt(thinking)
@@ -111,7 +113,7 @@ class GlmChat:
     def generation_prompt(self, thinking: bool) -> list[int]:
         return [self.ids["<|assistant|>"], self.ids["<think>" if thinking else "</think>"]]
 
-    def _message(self, message: Message, previous: Role | None, keep_reasoning: bool) -> list[int]:
+    def _message(self, message: Message, previous: Role | None, keep_reasoning: bool, following: Role | None = None) -> list[int]:
         if message.role == Role.SYSTEM:
             return [self.ids["<|system|>"], *self.encode(message.content, special=True)]
         if message.role == Role.USER:
@@ -125,13 +127,15 @@ class GlmChat:
                 *self.encode(message.content, special=False),
                 self.ids["</tool_response>"],
             ]
-        return self._assistant(message, keep_reasoning)
+        return self._assistant(message, keep_reasoning, following)
 
-    def _assistant(self, message: Message, keep_reasoning: bool) -> list[int]:
+    def _assistant(self, message: Message, keep_reasoning: bool, following: Role | None = None) -> list[int]:
         if message.token_ids is not None and (keep_reasoning or not message.reasoning):
             sampled = list(message.token_ids)
-            if sampled and sampled[-1] in self.stop_token_ids:
-                sampled.pop()  # the next message writes its own role marker (the same id when it matches)
+            marker = {Role.USER: "<|user|>", Role.OBSERVATION: "<|observation|>"}.get(following) if following else None
+            if sampled and marker and sampled[-1] == self.ids[marker]:
+                sampled.pop()  # the next message writes this very role marker itself
+            # Any other stop token stays: the context keeps what was sampled, token for token.
             return [*self.generation_prompt(message.thinking), *sampled]
         ids = [self.ids["<|assistant|>"]]
         reasoning = message.reasoning.strip() if keep_reasoning else ""

@@ -1,6 +1,8 @@
 """RepoLaunch: repository + commit -> a validated, cached test environment and its `EnvSpec`.
 
-Entry points: `launch.launch` (the whole pipeline, `dojo launch`), `detect.analyse` (rules),
-`parsers.parse_log` / `parsers.check_counts` (test logs), `local.open_sandbox` /
-`local.prepare_sandbox` (fresh sandboxes on a launched local environment).
+Entry points: `launch.launch` (the whole pipeline, `dojo launch`; backends `local` and `docker`),
+`launch.rebuild` (`dojo launch --rebuild`), `launch.environment` (fresh sandboxes on a launched
+environment, the repo layer built in each), `detect.analyse` (rules), `parsers.parse_log` /
+`parsers.check_counts` (test logs). Layers: `recipe` (what both backends build), `local` (a cached
+directory), `images` (docker images with content-addressed tags).
 """

@@ -38,7 +38,7 @@ class Progress:
         self.spinner = Spinner("dots")
 
     def __rich__(self) -> Panel:
-        timeline = self.log.timeline()
+        timeline = self.log.timeline()[1:] or self.log.timeline()  # "starting" only until a step begins
         steps = Table.grid(padding=(0, 1))
         steps.add_column(width=2)
         steps.add_column(ratio=1, no_wrap=True, overflow="ellipsis")

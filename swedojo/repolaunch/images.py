@@ -70,7 +70,9 @@ SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 HOST_CA = "/etc/ssl/host-ca-bundle.crt"
 """The host's CA bundle in base images (ensure_docker.sh puts it there)."""
 DEBIAN_PYTHON = {"bullseye": "3.9", "bookworm": "3.11", "trixie": "3.13"}
-DEBIAN_NODE = {"bullseye": "12", "bookworm": "18", "trixie": "20"}
+NODE_RELEASE = ("bookworm", "18")
+"""Debian release for Node projects and the node it ships: the oldest node with `fetch`, which
+fetches npm, and with `node --test`."""
 DEBIAN_GCC = {"bullseye": "10", "bookworm": "12", "trixie": "14"}
 NPM_VERSION = "10.9.2"
 """npm fetched from the registry for Debian's node (Debian's own npm package pulls 300 packages)."""
@@ -115,6 +117,7 @@ def image_id(tag: str) -> str:
 
 
 def layer_info(name: str, tag: str, cached: bool, seconds: float = 0.0) -> Layer:
+    """What a launch reports about one of its images."""
     info = api().inspect_image(tag)
     return Layer(name=name, tag=tag, image_id=info["Id"], cached=cached, seconds=seconds,
                  size_mb=round(info["Size"] / 2**20, 1))
@@ -125,8 +128,8 @@ def layer_info(name: str, tag: str, cached: bool, seconds: float = 0.0) -> Layer
 def docker_runtime(analysis: RepoAnalysis) -> tuple[str, str]:
     """(Debian release, runtime version): the runtime is the one the release ships.
 
-    Python: the first allowed version (preferred first) that some release ships; Node and C: the
-    analysis's release.
+    Python: the first allowed version (preferred first) that some release ships; Node: bookworm's
+    node; C: the analysis's release and its gcc.
     """
     if analysis.language == PYTHON:
         for version in analysis.runtime_allowed:
@@ -136,7 +139,7 @@ def docker_runtime(analysis: RepoAnalysis) -> tuple[str, str]:
         raise NoRuntimeError(f"no Debian release ships a Python among {', '.join(analysis.runtime_allowed)} "
                              f"(bullseye 3.9, bookworm 3.11, trixie 3.13)")
     if analysis.language in NODE:
-        return "bookworm", DEBIAN_NODE["bookworm"]  # node 18 has `fetch`, which fetches npm
+        return NODE_RELEASE
     if analysis.language in NATIVE:
         return analysis.debian_release, DEBIAN_GCC[analysis.debian_release]
     raise NoRuntimeError(f"no docker runtime recipe for {analysis.language} ({analysis.build_system}) yet")
@@ -317,14 +320,43 @@ _STEP_ID = re.compile(r"^ ---> ([0-9a-f]{12,})$")
 """The image a build instruction produced (" ---> 1a2b3c4d5e6f")."""
 
 
+class _Leftovers:
+    """Images a build made that no tag will keep: the build stage (it holds the checkout), and what
+    the steps before a failure made. Images named by FROM are never among them."""
+
+    def __init__(self) -> None:
+        self.from_ids: set[str] = set()
+        self.last_id = ""
+        self.stage_id = ""
+        self._after_from = False
+
+    def read(self, line: str) -> None:
+        if line.startswith("Step ") and " : FROM " in line:
+            if self.last_id:
+                self.stage_id = self.last_id  # a build stage ends: the image keeps only what it copies
+            self._after_from = True
+        elif made := _STEP_ID.match(line.rstrip()):
+            self.last_id = made.group(1)
+            if self._after_from:
+                self.from_ids.add(self.last_id)
+            self._after_from = False
+
+    def remove(self, failed: bool) -> None:
+        for image in {self.stage_id, self.last_id if failed else ""} - self.from_ids - {""}:
+            try:
+                api().remove_image(image)
+            except docker.errors.APIError:
+                pass  # another build shares it: it goes with that one
+
+
 def _build(name: str, spec: EnvSpec, checkout: Path, log: BuildLog, nocache: bool, timeout: float) -> None:
     tag = spec.layers[name]
     steps = layer_steps(name, spec)
     log.begin(f"{name} layer: building {tag}{' (no cache)' if nocache else ''}")
-    current, last_id, stage_id = -1, "", ""
-    with tempfile.TemporaryFile() as context:
-        _context(name, spec, checkout, context)
-        try:
+    current, leftovers, failed = -1, _Leftovers(), True
+    try:
+        with tempfile.TemporaryFile() as context:
+            _context(name, spec, checkout, context)
             stream = api().build(fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True,
                                  nocache=nocache, pull=False, decode=True, timeout=timeout)
             for chunk in stream:
@@ -338,17 +370,13 @@ def _build(name: str, spec: EnvSpec, checkout: Path, log: BuildLog, nocache: boo
                         current = int(line.split()[1])
                         log.begin(f"{name} layer: {steps[current][:120]}")
                         continue
-                    if line.startswith("Step ") and " : FROM " in line and last_id:
-                        stage_id = last_id  # a build stage ends: the image keeps only what it copies
-                    last_id = made.group(1) if (made := _STEP_ID.match(line.rstrip())) else last_id
+                    leftovers.read(line)
                     log.write(line)
-        except docker.errors.APIError as exc:
-            raise LayerBuildError(f"{name} layer: the engine refused the build: {exc.explanation}", log.path) from exc
-    if stage_id:
-        try:
-            api().remove_image(stage_id)  # the build stage (with the checkout): nothing refers to it
-        except docker.errors.APIError:
-            pass
+        failed = False
+    except docker.errors.APIError as exc:
+        raise LayerBuildError(f"{name} layer: the engine refused the build: {exc.explanation}", log.path) from exc
+    finally:
+        leftovers.remove(failed)
 
 
 def build_images(spec: EnvSpec, checkout: Path, log: BuildLog, lock_dir: Path, nocache: bool = False,

@@ -167,9 +167,13 @@ class _Built(BaseModel):
     every layer came from the cache."""
 
     spec: EnvSpec
+    """The environment as built, before validation."""
     cached_spec: Path
+    """Where the validated spec of this build is kept."""
     hit: bool
+    """Nothing was built."""
     layers: list[dict[str, object]] = Field(default_factory=list)
+    """Docker layers (`images.Layer` dumps): tags, ids, sizes, build times."""
 
 
 def _build_local(repo: str, sha: str, workdir: Path, analysis: RepoAnalysis, log: BuildLog,
@@ -182,15 +186,19 @@ def _build_local(repo: str, sha: str, workdir: Path, analysis: RepoAnalysis, log
     return _Built(spec=spec, cached_spec=env.root / "specs" / f"{sha}.json", hit=hit)
 
 
+def _docker_cache(cache_dir: Path | None) -> Path:
+    """Next to the local layers: build locks, and validated specs by final image id."""
+    return (cache_dir or default_cache_dir()).parent / "docker"
+
+
 def _build_docker(repo: str, sha: str, workdir: Path, analysis: RepoAnalysis, log: BuildLog,
                   cache_dir: Path | None) -> _Built:
     from swedojo.repolaunch import images
 
     spec = images.plan(_base_spec(repo, sha, analysis, log), analysis, workdir, log)
-    cache = cache_dir or default_cache_dir()
-    layers = images.build_images(spec, workdir, log, cache / "docker-locks")
+    layers = images.build_images(spec, workdir, log, _docker_cache(cache_dir) / "locks")
     final = layers[-1].image_id.removeprefix("sha256:")[:24]
-    return _Built(spec=spec, cached_spec=cache / "docker-specs" / f"{final}.json",
+    return _Built(spec=spec, cached_spec=_docker_cache(cache_dir) / "specs" / f"{final}.json",
                   hit=all(layer.cached for layer in layers), layers=[layer.model_dump() for layer in layers])
 
 
@@ -320,8 +328,7 @@ def rebuild(spec: EnvSpec, out: Path, mirror: Path | None = None, cache_dir: Pat
 
                 _docker_engine(log)
                 images.ensure_base(spec.base_image.split(":")[-1], log)
-                built = images.build_images(spec, workdir, log, (cache_dir or default_cache_dir()) / "docker-locks",
-                                            nocache=True)
+                built = images.build_images(spec, workdir, log, _docker_cache(cache_dir) / "locks", nocache=True)
                 layers = [layer.model_dump() for layer in built]
             else:
                 rebuild_env(spec, workdir, log)

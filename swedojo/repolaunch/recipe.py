@@ -101,6 +101,7 @@ def python_shims(root: str, base_python: str, site: str, pip_driver: str) -> dic
 
 
 def script(body: str) -> str:
+    """A shim's file content."""
     return f"#!/bin/sh\n{body}\n"
 
 

@@ -6,11 +6,15 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, PrivateAttr
 
 from swedojo.sandboxes.base import ExecResult, Sandbox, SandboxConfig, SandboxError
 from swedojo.schema import EnvSpec
+
+if TYPE_CHECKING:
+    from swedojo.sandboxes.pool import SandboxPool
 
 BACKENDS = ("local", "docker")
 DEFAULT_PYTHON_IMAGE = "swedojo/python:bookworm"
@@ -50,6 +54,13 @@ class Environment(BaseModel):
     """Local git directory holding the repo."""
     config: SandboxConfig = Field(default_factory=SandboxConfig)
     """Limits for every sandbox opened from it."""
+    _pool: SandboxPool | None = PrivateAttr(default=None)
+
+    def with_pool(self, pool: SandboxPool | None) -> Environment:
+        """This environment with its docker sandboxes taken from `pool`'s warm containers (not serialised)."""
+        env = self.model_copy()
+        env._pool = pool
+        return env
 
     def open(self, commit: str | None = None, prepared: bool = True) -> Sandbox:
         """A new sandbox with the repo checked out at `commit` (default: the spec's commit).
@@ -74,6 +85,8 @@ class Environment(BaseModel):
         if self.backend == "docker":
             from swedojo.sandboxes.docker import DockerSandbox
 
+            if self._pool is not None:
+                return self._pool.acquire(self.spec.image, self.source, target, config, self.spec.workdir)
             return DockerSandbox(self.spec.image, self.source, target, config, workdir=self.spec.workdir)
         raise UnknownBackendError(f"unknown sandbox backend {self.backend!r}; choose one of {', '.join(BACKENDS)}")
 

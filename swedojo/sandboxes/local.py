@@ -154,22 +154,28 @@ class LocalSandbox:
         return env | {"LANG": "C.UTF-8", "TERM": "dumb"}
 
     def _exposed(self) -> list[str]:
-        """bwrap arguments that make the harness's Python and the PATH of `config.env`
-        reachable for the sandbox uid where only root may enter (e.g. under /root)."""
-        if self.isolation.uid == os.getuid():
-            return []
+        """bwrap arguments that make the harness's Python and the PATH of `config.env` reachable:
+        where only root may enter (e.g. under /root), and under the private /tmp and /dev/shm
+        that would hide them (a checkout of the harness under /tmp, as CI may make)."""
         path = self.config.env.get("PATH", "").split(os.pathsep)
         wanted = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix)}
         wanted |= {os.path.realpath(p) for p in path if os.path.isdir(p)}
+        private = [Path("/tmp"), Path("/dev/shm")]
         covers: set[Path] = set()
         dirs: set[Path] = set()  # between a cover and a target: bwrap would make them 0700
         binds: set[Path] = set()
         for target in map(Path, wanted):
             ancestors = [Path(*target.parts[:i]) for i in range(2, len(target.parts))]
             closed = [a for a in ancestors if not os.stat(a).st_mode & 0o001]
+            if self.isolation.uid == os.getuid():
+                closed = []  # the sandbox runs as us: it may enter what we may
+            hidden = next((p for p in private if p in target.parents), None)
             if closed:
                 covers.add(closed[0])
                 dirs |= {a for a in ancestors if closed[0] in a.parents}
+                binds.add(target)
+            elif hidden:
+                dirs |= {a for a in ancestors if hidden in a.parents}
                 binds.add(target)
         args: list[str] = []
         for cover in sorted(covers):

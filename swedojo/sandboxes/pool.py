@@ -13,6 +13,9 @@ from typing import Self
 from swedojo.sandboxes.base import SandboxConfig, SandboxError
 from swedojo.sandboxes.docker import Container, DockerSandbox
 
+CONTAINER_FIELDS = {"network", "memory_mb", "pids", "cpus", "disk_mb"}
+"""`SandboxConfig` fields a container's start fixes (see `Container`); the rest apply per sandbox."""
+
 
 class PoolClosedError(SandboxError):
     """The pool was used after `close()`."""
@@ -64,17 +67,32 @@ class SandboxPool:
             return len(self._ready.get(image, [])) >= self.size
 
     def acquire(
-        self, image: str, source: Path | None = None, commit: str | None = None
+        self,
+        image: str,
+        source: Path | None = None,
+        commit: str | None = None,
+        config: SandboxConfig | None = None,
+        workdir: str | None = None,
     ) -> DockerSandbox:
-        """A sandbox of `image` with `source` at `commit` in its work tree: warm if one is ready, else started now."""
+        """A sandbox of `image` with `source` at `commit` in its work tree: warm if one is ready, else started now.
+
+        `config` and `workdir` (default: the pool's) are the sandbox's; a warm container serves only
+        when they match what its start fixed (limits, network, work tree), else one starts now.
+        """
+        config = config or self.config
+        workdir = workdir or self.workdir
+        container = None
         with self._cond:
             self._check_open()
-            ready = self._ready.setdefault(image, [])
-            self._failed.pop(image, None)
-            container = ready.pop(0) if ready else None
-            self._cond.notify_all()
+            if workdir == self.workdir and config.model_dump(
+                include=CONTAINER_FIELDS
+            ) == self.config.model_dump(include=CONTAINER_FIELDS):
+                ready = self._ready.setdefault(image, [])
+                self._failed.pop(image, None)
+                container = ready.pop(0) if ready else None
+                self._cond.notify_all()
         return DockerSandbox(
-            image, source, commit, self.config, self.workdir, container=container
+            image, source, commit, config, workdir, container=container
         )
 
     def release(self, sandbox: DockerSandbox) -> None:

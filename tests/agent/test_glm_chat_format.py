@@ -71,13 +71,16 @@ def test_structured_tool_calls_render_as_glm_markup(chat):
     )
 
 
-def test_sampled_ids_are_copied_verbatim_and_stop_token_yields_to_next_marker(chat):
+def test_sampled_ids_are_copied_verbatim_and_only_a_matching_stop_token_yields(chat):
     sampled = [*chat.encode("a b", special=False), chat.ids["</think>"], *chat.encode("c", special=False)]
-    message = Message(role=Role.ASSISTANT, token_ids=[*sampled, chat.ids["<|user|>"]], reasoning="a b", content="c")
-    ids = chat.render([Message.user("q"), message, Message.observation("o")], thinking=None)
-    start = ids.index(chat.ids["<|assistant|>"])
-    assert ids[start : start + 2 + len(sampled)] == [*chat.generation_prompt(True), *sampled]
-    assert ids[start + 2 + len(sampled)] == chat.ids["<|observation|>"]
+    for stop, yields in (("<|observation|>", True), ("<|user|>", False), ("<|endoftext|>", False)):
+        message = Message(role=Role.ASSISTANT, token_ids=[*sampled, chat.ids[stop]], reasoning="a b", content="c")
+        ids = chat.render([Message.user("q"), message, Message.observation("o")], thinking=None)
+        start = ids.index(chat.ids["<|assistant|>"])
+        kept = sampled if yields else [*sampled, chat.ids[stop]]
+        # the context holds every sampled token, so the next prompt extends this one token for token
+        assert ids[start : start + 2 + len(kept)] == [*chat.generation_prompt(True), *kept]
+        assert ids[start + 2 + len(kept)] == chat.ids["<|observation|>"]
 
 
 def test_split_sampled_ids(chat):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from swedojo.agent.backends.base import Message, SamplingParams, ThinkingHistory
@@ -10,7 +11,11 @@ from swedojo.agent.backends.dsa import (
     DeterministicGlmMoeDsaIndexer,
     deterministic_topk,
 )
-from swedojo.agent.backends.inprocess import InProcessBackend
+from swedojo.agent.backends.inprocess import (
+    ContextLengthError,
+    EmptyPromptError,
+    InProcessBackend,
+)
 from swedojo.schema import Step
 
 ATOL = 1e-4
@@ -194,3 +199,16 @@ def test_retain_cache_off_prefills_everything(tiny):
     first = backend.generate(messages, params)
     second = backend.generate([*messages, first.message(), Message.observation("x")], params)
     assert second.usage.cached_tokens == 0 and second.usage.prefill_tokens == second.usage.prompt_tokens
+
+
+def test_chunked_prefill_matches_full_recompute_and_context_is_bounded(tiny):
+    shared = tiny("glm_moe_dsa")
+    backend = InProcessBackend(shared.model, shared.chat.tokenizer, prefill_chunk=7)
+    prompt = shared.chat.render([Message.system("agent"), Message.user(OBSERVATION * 2)])
+    assert len(prompt) > 4 * 7
+    torch.testing.assert_close(backend.next_token_logits(prompt), _full_logits(backend, prompt), atol=ATOL, rtol=0)
+    backend.context_length = len(prompt)
+    with pytest.raises(ContextLengthError):
+        backend.generate([Message.system("agent"), Message.user(OBSERVATION * 2)], SamplingParams())
+    with pytest.raises(EmptyPromptError):
+        backend.generate_ids([], SamplingParams())

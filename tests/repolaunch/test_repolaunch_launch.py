@@ -7,7 +7,9 @@ files, hence its cached dependency layer, so only one cold build runs in this mo
 
 from __future__ import annotations
 
+import io
 import json
+import re
 import time
 from pathlib import Path
 
@@ -23,9 +25,11 @@ from launch_helpers import (
     commit_all,
     write_tree,
 )
+from rich.console import Console
 from typer.testing import CliRunner
 
-from swedojo.repolaunch.cli import launch_command
+from swedojo.repolaunch.buildlog import BuildLog
+from swedojo.repolaunch.cli import Progress, launch_command
 from swedojo.repolaunch.detect import RepoAnalysis
 from swedojo.repolaunch.errors import (
     AnalyseError,
@@ -158,9 +162,48 @@ def test_cli(launched: dict, tmp_path: Path, env_cache: Path, monkeypatch: pytes
     app = typer.Typer()
     app.command()(launch_command)
     runner = CliRunner()
-    ok = runner.invoke(app, [str(launched["repo"]), "--commit", launched["spec"].commit, "--out", str(tmp_path / "a")])
+    args = [str(launched["repo"]), "--commit", launched["spec"].commit, "--out", str(tmp_path / "a"), "--backend", "local"]
+    ok = runner.invoke(app, args)
     assert ok.exit_code == 0, ok.output
     assert (tmp_path / "a" / "envspec.json").is_file() and "environment ready" in ok.output
     bad = runner.invoke(app, [str(tmp_path / "nowhere"), "--out", str(tmp_path / "b")])
     assert bad.exit_code == 1 and "stage resolve" in bad.output
     assert issubclass(ResolveError, LaunchError)
+
+
+def test_cli_rebuild_of_the_local_layer(launched: dict, tmp_path: Path, env_cache: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The venv is made again from the EnvSpec's commands alone; the statuses are the same."""
+    monkeypatch.setenv("SWEDOJO_CACHE", str(env_cache))
+    app = typer.Typer()
+    app.command()(launch_command)
+    out = tmp_path / "r"
+    out.mkdir()
+    (out / "envspec.json").write_text(launched["spec"].model_dump_json())
+    built_before = json.loads((Path(launched["spec"].env_vars["SWEDOJO_ENV"]) / "env.json").read_text())
+    result = CliRunner().invoke(app, [str(launched["repo"]), "--out", str(out), "--rebuild"])
+    assert result.exit_code == 0, result.output
+    report = json.loads((out / "rebuild.json").read_text())
+    assert report["same"] and report["ignored"] == sorted(CALC_FLAKY + CALC_NETWORK)
+    built_after = json.loads((Path(launched["spec"].env_vars["SWEDOJO_ENV"]) / "env.json").read_text())
+    assert built_after["resolved"] == built_before["resolved"] and built_after["build_seconds"] != built_before["build_seconds"]
+    # A changed baseline is reported and fails the command.
+    changed = launched["spec"].model_copy(update={"test_status": {**CALC_STATUSES, "tests/test_calc.py::test_add": TestStatus.FAILED}})
+    (out / "envspec.json").write_text(changed.model_dump_json())
+    result = CliRunner().invoke(app, [str(launched["repo"]), "--out", str(out), "--rebuild"])
+    assert result.exit_code == 1 and "tests/test_calc.py::test_add: FAILED -> PASSED" in result.output
+    assert "stage rebuild" in result.output
+
+
+def test_progress_display_shows_steps_times_and_the_log_tail(tmp_path: Path) -> None:
+    log = BuildLog(tmp_path / "build.log")
+    log.begin("resolve")
+    log.begin("deps layer: pip install pytest")
+    log.write("Collecting pytest\nInstalling collected packages: pytest\n")
+    screen = io.StringIO()
+    Console(file=screen, width=100).print(Progress(log, "launch calc (docker)"))
+    text = screen.getvalue()
+    assert "launch calc (docker)" in text and re.search(r"✓\s+resolve\s+\d+\.\ds", text)
+    assert re.search(r"deps layer: pip install pytest\s+\d+\.\ds", text) and "starting" not in text
+    assert "Installing collected packages: pytest" in text and re.search(r"\d+\.\ds", text)
+    log.close()

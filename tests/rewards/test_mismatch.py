@@ -22,6 +22,8 @@ def test_every_ratio_is_within_one_percent(tmp_path, arch):
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert report["tokens"] > 0
+    trajectory = json.loads((out / "trajectory.json").read_text())
+    assert not any(s["usage"].get("prompt_reset") for s in trajectory["steps"])  # each prompt extended the last
     assert 0.99 <= report["ratio_min"] <= report["ratio_max"] <= 1.01, report
     assert report["icepop_masked_fraction"] == 0.0
 

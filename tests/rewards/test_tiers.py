@@ -154,7 +154,7 @@ def test_verification_catches_regressions_outside_the_listed_tests(calc):
     assert report.reward == 0.75
     env.spec.flaky_tests = ["test_calc.py::test_clamp_low"]
     flaky = score(env, task, run, GATED)
-    assert flaky.tiers[3].passed and flaky.tiers[3].evidence["flaky_excluded"] == ["test_calc.py::test_clamp_low"]
+    assert flaky.tiers[3].passed and flaky.tiers[3].evidence["flaky_or_network_excluded"] == ["test_calc.py::test_clamp_low"]
     assert flaky.reward == 1.0
 
 
