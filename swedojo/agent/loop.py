@@ -16,14 +16,16 @@ from pydantic import BaseModel, Field
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
 
 from swedojo.agent.backends import Generation, Message, ModelBackend, SamplingParams, TransientBackendError
+from swedojo.agent.backends.openai_http import RAW_ARGUMENTS_KEY
 from swedojo.agent.policies import RunContext
 from swedojo.repolaunch.parsers import parse_log
 from swedojo.rewards.grading import patch_files, test_command
 from swedojo.sandboxes.base import Sandbox, SandboxError
-from swedojo.schema import EnvSpec, ExitStatus, Step, TaskInstance, Trajectory
+from swedojo.schema import EnvSpec, ExitStatus, Step, TaskInstance, ToolCall, Trajectory
 from swedojo.tools.base import ToolContext, ToolResult
 from swedojo.tools.dispatch import FormatErrorCounter
 from swedojo.tools.formats import get_format
+from swedojo.tools.formats.base import FormatError, excerpt
 from swedojo.tools.registry import ToolSetConfig
 
 SYSTEM_PROMPT = """You are a careful software engineer working in a sandboxed copy of a repository.
@@ -112,6 +114,14 @@ def verify(sandbox: Sandbox, spec: EnvSpec | None, patch: str) -> str:
             f"--- log tail ---\n{result.output[-2000:]}\nFix this, then submit again.")
 
 
+def structured_calls(calls: list[ToolCall]) -> tuple[list[ToolCall], list[FormatError]]:
+    """Calls a server parsed; one whose arguments were not a JSON object becomes a format error."""
+    good = [c for c in calls if RAW_ARGUMENTS_KEY not in c.arguments]
+    bad = [FormatError(message=f"The arguments of tool call {c.name!r} are not a JSON object.", excerpt=excerpt(str(c.arguments[RAW_ARGUMENTS_KEY])))
+           for c in calls if RAW_ARGUMENTS_KEY in c.arguments]
+    return good, bad
+
+
 class ModelPolicy:
     """Plan, execute, verify, submit, with a model backend and typed tools."""
 
@@ -165,8 +175,7 @@ class ModelPolicy:
                 context = self._record_prompt(trajectory, step, generation, context)
                 sampled += generation.usage.completion_tokens or len(generation.token_ids)
                 parsed = self.format.parse(generation.content, specs)
-                calls = generation.tool_calls or parsed.calls
-                errors = [] if generation.tool_calls else parsed.errors
+                calls, errors = structured_calls(generation.tool_calls) if generation.tool_calls else (parsed.calls, parsed.errors)
                 step.tool_calls = calls
                 results: list[ToolResult] = [self.registry.dispatch(c, sandbox, ctx) for c in calls]
                 observations = [(r.output, c.call_id) for r, c in zip(results, calls)]

@@ -14,6 +14,7 @@ from swedojo.sandboxes import (
     SandboxError,
     open_sandbox,
 )
+from swedojo.sandboxes.environment import prepare
 from swedojo.schema import EnvSpec
 
 sandbox_app = typer.Typer(
@@ -65,7 +66,7 @@ def _open(
             repo, commit = repo or spec.repo, commit or spec.commit
         source = resolve_repo(repo) if repo else None
         config = SandboxConfig(network=network, command_timeout_s=timeout, env=env_vars)
-        return open_sandbox(
+        sandbox = open_sandbox(
             backend,
             image=image,
             source=source,
@@ -73,6 +74,13 @@ def _open(
             config=config,
             workdir=workdir,
         )
+        if env is not None and source is not None:
+            try:
+                prepare(sandbox, spec)  # the repo layer, as every agent and grader sandbox gets it
+            except BaseException:
+                sandbox.close()
+                raise
+        return sandbox
     except (
         OSError,
         ValueError,

@@ -1,6 +1,5 @@
 """The plan-execute-verify loop on a real repo and sandbox, driven by the scripted backend."""
 
-import json
 
 from taskrepo import make_task_repo
 
@@ -111,3 +110,13 @@ def test_step_limit_and_timeouts(tmp_path):
     trajectory, _, _ = solve(env, task, slow, tmp_path, max_timeouts=2)
     assert trajectory.exit_status == ExitStatus.TIMEOUTS and len(trajectory.steps) == 2
     assert "timed out" in trajectory.steps[0].observation
+
+
+def test_server_tool_calls_with_broken_json_are_format_errors():
+    from swedojo.agent.backends.openai_http import RAW_ARGUMENTS_KEY
+    from swedojo.agent.loop import structured_calls
+
+    good, errors = structured_calls([ToolCall(name="bash", arguments={"command": "ls"}),
+                                     ToolCall(name="bash", arguments={RAW_ARGUMENTS_KEY: '{"command": "ls'})])
+    assert [c.arguments for c in good] == [{"command": "ls"}]
+    assert "not a JSON object" in errors[0].message and '{"command": "ls' in errors[0].excerpt
