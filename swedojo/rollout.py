@@ -22,10 +22,10 @@ from swedojo.agent.policies import Policy, RunContext
 from swedojo.repolaunch.errors import LaunchError
 from swedojo.repos import resolve_repo
 from swedojo.rewards.compose import RewardConfig, TierWeights, compose
-from swedojo.rewards.grading import PatchApplyError, apply_patch, grade
+from swedojo.rewards.grading import PatchApplyError, apply_patch, grade, in_fresh_sandbox
 from swedojo.rewards.tiers import format_tier, skipped_tier, static_tier
 from swedojo.rewards.score import score
-from swedojo.sandboxes.base import SandboxConfig
+from swedojo.sandboxes.base import Sandbox, SandboxConfig
 from swedojo.sandboxes.environment import Environment, default_python_env
 from swedojo.schema import EvalStatus, ExitStatus, RewardReport, TaskInstance, Trajectory
 
@@ -227,8 +227,9 @@ def run_issue(repo: str, text: str, model: object, out: Path, *, commit: str = "
 
 def _format_and_static(env: Environment, instance: TaskInstance, trajectory: Trajectory) -> RewardReport:
     """Tiers 0 and 1 in a fresh sandbox: does the patch apply, and do the changed files compile."""
-    report = RewardReport(instance_id=instance.instance_id, status=EvalStatus.UNRESOLVED)
-    with env.open(instance.base_commit) as sandbox:
+
+    def work(sandbox: Sandbox) -> RewardReport:
+        report = RewardReport(instance_id=instance.instance_id, status=EvalStatus.UNRESOLVED)
         if not trajectory.patch.strip():
             report.status = EvalStatus.EMPTY_PATCH
             tiers = [format_tier(trajectory, report), skipped_tier(1, "empty patch")]
@@ -239,6 +240,8 @@ def _format_and_static(env: Environment, instance: TaskInstance, trajectory: Tra
             except PatchApplyError as exc:
                 report.status, report.error = EvalStatus.PATCH_FAILED, str(exc)
                 tiers = [format_tier(trajectory, report), skipped_tier(1, "patch does not apply")]
-    report.tiers = tiers
-    report.reward = compose(tiers, False, ISSUE_REWARD)
-    return report
+        report.tiers = tiers
+        report.reward = compose(tiers, False, ISSUE_REWARD)
+        return report
+
+    return in_fresh_sandbox(env, instance, work)

@@ -13,6 +13,7 @@ import re
 import secrets
 import shlex
 import time
+from collections.abc import Callable
 
 from swedojo.repolaunch.parsers import parse_log
 from swedojo.sandboxes.base import Sandbox
@@ -123,8 +124,8 @@ def grade_in_sandbox(sandbox: Sandbox, env: Environment, instance: TaskInstance,
     return report
 
 
-def grade(env: Environment, instance: TaskInstance, candidate: str) -> RewardReport:
-    """Grade `candidate` for `instance` in a fresh sandbox; infrastructure failures become a status."""
+def in_fresh_sandbox(env: Environment, instance: TaskInstance, work: Callable[[Sandbox], RewardReport]) -> RewardReport:
+    """Run `work` in a fresh sandbox at base_commit, timed; a sandbox that cannot be made is infra_error."""
     start = time.monotonic()
     try:
         sandbox = env.open(instance.base_commit)
@@ -136,8 +137,13 @@ def grade(env: Environment, instance: TaskInstance, candidate: str) -> RewardRep
             duration_s=time.monotonic() - start,
         )
     try:
-        report = grade_in_sandbox(sandbox, env, instance, candidate)
+        report = work(sandbox)
     finally:
         sandbox.close()
     report.duration_s = time.monotonic() - start
     return report
+
+
+def grade(env: Environment, instance: TaskInstance, candidate: str) -> RewardReport:
+    """Grade `candidate` for `instance` in a fresh sandbox; infrastructure failures become a status."""
+    return in_fresh_sandbox(env, instance, lambda sandbox: grade_in_sandbox(sandbox, env, instance, candidate))

@@ -8,10 +8,9 @@ maps are exactly `grading.grade_in_sandbox`'s.
 
 from __future__ import annotations
 
-import time
 
 from swedojo.rewards.compose import RewardConfig, compose
-from swedojo.rewards.grading import PatchApplyError, grade_in_sandbox
+from swedojo.rewards.grading import PatchApplyError, grade_in_sandbox, in_fresh_sandbox
 from swedojo.rewards.tiers import (
     Judge,
     format_tier,
@@ -69,19 +68,5 @@ def score(
     judge: Judge | None = None,
 ) -> RewardReport:
     """Score `trajectory` for `instance` in a fresh sandbox; infrastructure failures become a status."""
-    start = time.monotonic()
-    try:
-        sandbox = env.open(instance.base_commit)
-    except Exception as exc:  # any failure to build the sandbox is infrastructure, not the agent
-        return RewardReport(
-            instance_id=instance.instance_id,
-            status=EvalStatus.INFRA_ERROR,
-            error=f"sandbox: {type(exc).__name__}: {exc}".splitlines()[0],
-            duration_s=time.monotonic() - start,
-        )
-    try:
-        report = score_in_sandbox(sandbox, env, instance, trajectory, config or RewardConfig(), judge)
-    finally:
-        sandbox.close()
-    report.duration_s = time.monotonic() - start
-    return report
+    config = config or RewardConfig()
+    return in_fresh_sandbox(env, instance, lambda sandbox: score_in_sandbox(sandbox, env, instance, trajectory, config, judge))
