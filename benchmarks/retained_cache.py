@@ -8,9 +8,9 @@ runs of an architecture go in two processes at once (one per core, so each has i
 and both see the same machine load), one thread each.
 
 Per architecture and length: tokens prefilled, mean time per turn, time of the last turn, peak
-RSS, and three ratios (re-prefill / cached): whole-conversation time (`ratio`, the one RESULT
-reports, the smaller of the two architectures), last-turn time, and prefill time (time to first
-token). The cached run's logits are checked against a full recompute at turns 10, 20 and 40, and
+RSS, and three ratios (re-prefill / cached), each the smaller of the two architectures:
+whole-conversation time (`ratio_N`), last-turn time (`last_turn_ratio_40`) and prefill time, i.e.
+time to first token (`prefill_ratio_40`). The cached run's logits are checked against a full recompute at turns 10, 20 and 40, and
 the logprobs of the tokens both runs sampled are compared (on GLM-5 a float-rounding near-tie in
 the indexer's top-k can flip one selection now and then; see `dsa.py`).
 """
