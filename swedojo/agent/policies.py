@@ -8,6 +8,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Protocol
 
+from swedojo.rewards.grading import apply_commands
 from swedojo.sandboxes.base import Sandbox
 from swedojo.schema import EnvSpec, ExitStatus, Step, TaskInstance, ToolCall, Trajectory
 
@@ -69,9 +70,8 @@ def gold_apply_command(patch: str) -> str:
     """A bash command that applies `patch` with SWE-bench's fallbacks, readable in the trajectory."""
     delimiter = f"SWEDOJO_PATCH_{secrets.token_hex(6)}"
     body = patch if patch.endswith("\n") else patch + "\n"
-    return (f"cat > /tmp/swedojo-gold.diff <<'{delimiter}'\n{body}{delimiter}\n"
-            "git apply --verbose /tmp/swedojo-gold.diff || { patch --batch --fuzz=5 -p1 --dry-run -i /tmp/swedojo-gold.diff"
-            " >/dev/null && patch --batch --fuzz=5 -p1 -i /tmp/swedojo-gold.diff; }")
+    fallbacks = " || ".join(f"{{ {command}; }}" for command in apply_commands("/tmp/swedojo-gold.diff"))
+    return f"cat > /tmp/swedojo-gold.diff <<'{delimiter}'\n{body}{delimiter}\n{fallbacks}"
 
 
 class GoldPolicy:

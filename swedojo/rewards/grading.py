@@ -38,6 +38,14 @@ def patch_files(patch: str) -> list[str]:
     return files
 
 
+def apply_commands(path: str) -> list[str]:
+    """SWE-bench's fallbacks for applying the diff at `path`, in order; `patch` only if it applies whole."""
+    return [
+        f"git apply --verbose {path}",
+        f"patch --batch --fuzz=5 -p1 --dry-run -i {path} >/dev/null && patch --batch --fuzz=5 -p1 -i {path}",
+    ]
+
+
 def apply_patch(sandbox: Sandbox, patch: str, what: str = "patch") -> str:
     """Apply a diff in the work tree: `git apply`, then `patch --fuzz=5` (SWE-bench's fallbacks).
 
@@ -51,10 +59,7 @@ def apply_patch(sandbox: Sandbox, patch: str, what: str = "patch") -> str:
     wrote = sandbox.exec(f"printf %s {encoded} | base64 -d > {path}")
     if not wrote.ok:
         raise PatchApplyError(f"could not stage the {what}: {wrote.output.strip()[-200:]}")
-    attempts = [
-        f"git apply --verbose {path}",
-        f"patch --batch --fuzz=5 -p1 --dry-run -i {path} >/dev/null && patch --batch --fuzz=5 -p1 -i {path}",
-    ]
+    attempts = apply_commands(path)
     last = ""
     try:
         for command in attempts:

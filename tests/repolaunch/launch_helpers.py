@@ -6,6 +6,9 @@ import os
 import subprocess
 from pathlib import Path
 
+from swedojo.repolaunch.launch import environment
+from swedojo.repolaunch.parsers import parse_log
+from swedojo.sandboxes.base import Sandbox
 from swedojo.schema import TestStatus
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -107,3 +110,22 @@ def commit_all(root: Path, message: str, date: str) -> str:
     subprocess.run(["git", "commit", "-q", "-m", message], cwd=root, check=True, env=env)
     return subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, check=True, capture_output=True,
                           text=True).stdout.strip()
+
+
+def sandbox_at_a_later_commit(launched: dict) -> Sandbox:
+    """How eval uses a launched environment: a fresh prepared sandbox at a later commit of the repo,
+    whose new and installed tests pass; the caller checks what is backend-specific, then closes it."""
+    repo, spec = launched["repo"], launched["spec"]
+    write_tree(repo, {"tests/test_more.py": "from calc import add\n\ndef test_more():\n    assert add(2, 2) == 4\n"})
+    later = commit_all(repo, "more tests", "2024-06-02T12:00:00Z")
+    sandbox = environment(spec, repo).open(later)
+    try:
+        result = sandbox.exec(f"{spec.test_command} tests/test_more.py tests/test_calc.py::test_installed_version")
+        assert parse_log(spec.log_parser, result.output) == {
+            "tests/test_more.py::test_more": TestStatus.PASSED,
+            "tests/test_calc.py::test_installed_version": TestStatus.PASSED,
+        }
+    except BaseException:
+        sandbox.close()
+        raise
+    return sandbox

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import typer
 from launch_helpers import (
+    sandbox_at_a_later_commit,
     CALC_FLAKY,
     CALC_NETWORK,
     CALC_STATUSES,
@@ -28,9 +29,8 @@ from typer.testing import CliRunner
 
 from swedojo.repolaunch.cli import launch_command
 from swedojo.repolaunch.errors import InstallError
-from swedojo.repolaunch.launch import environment, launch
-from swedojo.repolaunch.parsers import parse_log
-from swedojo.schema import EnvSpec, TestStatus
+from swedojo.repolaunch.launch import launch
+from swedojo.schema import EnvSpec
 
 pytestmark = pytest.mark.docker
 
@@ -86,15 +86,7 @@ def test_second_launch_reuses_every_layer(launched: dict, env_cache: Path) -> No
 
 def test_a_sandbox_on_a_later_commit_rebuilds_the_repo_layer(launched: dict) -> None:
     """How eval uses a launched image: a fresh hardened container at an instance's commit."""
-    repo, spec = launched["repo"], launched["spec"]
-    write_tree(repo, {"tests/test_more.py": "from calc import add\n\ndef test_more():\n    assert add(2, 2) == 4\n"})
-    later = commit_all(repo, "more tests", "2024-06-02T12:00:00Z")
-    with environment(spec, repo).open(later) as sandbox:
-        result = sandbox.exec(f"{spec.test_command} tests/test_more.py tests/test_calc.py::test_installed_version")
-        assert parse_log(spec.log_parser, result.output) == {
-            "tests/test_more.py::test_more": TestStatus.PASSED,
-            "tests/test_calc.py::test_installed_version": TestStatus.PASSED,
-        }
+    with sandbox_at_a_later_commit(launched) as sandbox:
         assert sandbox.diff() == "" and sandbox.exec("id -u").output.strip() == "1000"
 
 

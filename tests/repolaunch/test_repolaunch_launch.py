@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import typer
 from launch_helpers import (
+    sandbox_at_a_later_commit,
     CALC_FLAKY,
     CALC_NETWORK,
     CALC_STATUSES,
@@ -39,8 +40,7 @@ from swedojo.repolaunch.errors import (
     ResolveError,
 )
 from swedojo.repolaunch.fallback import SetupRequest
-from swedojo.repolaunch.launch import environment, launch
-from swedojo.repolaunch.parsers import parse_log
+from swedojo.repolaunch.launch import launch
 from swedojo.schema import TestStatus
 
 
@@ -88,15 +88,7 @@ def test_second_launch_is_a_cache_hit(launched: dict, env_cache: Path) -> None:
 
 def test_instance_sandbox_on_a_later_commit(launched: dict) -> None:
     """How eval uses a launched environment: a fresh prepared sandbox at an instance's commit."""
-    repo, spec = launched["repo"], launched["spec"]
-    write_tree(repo, {"tests/test_more.py": "from calc import add\n\ndef test_more():\n    assert add(2, 2) == 4\n"})
-    later = commit_all(repo, "more tests", "2024-06-02T12:00:00Z")
-    with environment(spec, repo).open(later) as sandbox:
-        result = sandbox.exec(f"{spec.test_command} tests/test_more.py tests/test_calc.py::test_installed_version")
-        assert parse_log(spec.log_parser, result.output) == {
-            "tests/test_more.py::test_more": TestStatus.PASSED,
-            "tests/test_calc.py::test_installed_version": TestStatus.PASSED,
-        }
+    with sandbox_at_a_later_commit(launched) as sandbox:
         assert sandbox.diff() == ""  # the repo layer's egg-info stays out of patches
 
 
