@@ -31,6 +31,7 @@ from pydantic import PrivateAttr
 
 from swedojo.datasets.registry import load_suite
 from swedojo.rewards.score import score
+from swedojo.rewards.tiers import BaselineCache
 from swedojo.rollout import EnvironmentResolver
 from swedojo.sandboxes.base import ExecResult, Sandbox
 from swedojo.sandboxes.environment import DEFAULT_PYTHON_IMAGE, Environment
@@ -112,20 +113,25 @@ def gold(instance: TaskInstance) -> Trajectory:
     return Trajectory(instance_id=instance.instance_id, policy="gold", exit_status=ExitStatus.SUBMITTED, patch=instance.patch)
 
 
-def run_mode(envs: dict[str, Environment], instances: list[TaskInstance], workers: int,
-             phases: Phases, pool: SandboxPool | None = None) -> tuple[float, list[RewardReport]]:
-    """Score every instance's gold patch; (wall seconds, reports in instance order)."""
+def run_mode(envs: dict[str, Environment], instances: list[TaskInstance], workers: int, group: int,
+             phases: Phases, pool: SandboxPool | None = None, baselines: bool = False) -> tuple[float, list[RewardReport]]:
+    """Score every instance's gold patch `group` times (an RL group); (wall seconds, reports in order).
+
+    With `baselines`, a fresh BaselineCache serves the round: each group's first score runs the
+    suite at base, the others reuse it.
+    """
     timed = {i.instance_id: timed_env(envs[i.instance_id], phases, pool) for i in instances}
+    cache = BaselineCache() if baselines else None
 
     def one(instance: TaskInstance) -> RewardReport:
         start = time.perf_counter()
-        report = score(timed[instance.instance_id], instance, gold(instance))
+        report = score(timed[instance.instance_id], instance, gold(instance), baselines=cache)
         phases.add("total", time.perf_counter() - start)
         return report
 
     start = time.perf_counter()
     with ThreadPoolExecutor(max_workers=workers) as executor:
-        reports = list(executor.map(one, instances))
+        reports = list(executor.map(one, [i for i in instances for _ in range(group)]))
     return time.perf_counter() - start, reports
 
 
@@ -146,9 +152,17 @@ def pytest_split(env: Environment, reps: int = 3) -> dict[str, float]:
             "config + collection": ms["collect"] - ms["import"], "tests": ms["run"] - ms["collect"], "whole run": ms["run"]}
 
 
+MODES = {
+    "cold": "a container started per score, removed after it; nothing kept between scores",
+    "pool": "containers from a SandboxPool started ahead and removed in the background",
+    "warm": "pool + pytest kept imported in each pooled container + the group's baseline run reused",
+}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workers", type=int, default=2, help="instances scored at once (both modes)")
+    parser.add_argument("--workers", type=int, default=2, help="scores at once (every mode)")
+    parser.add_argument("--group", type=int, default=4, help="rollouts scored per task, as an RL group")
     parser.add_argument("--rounds", type=int, default=2, help="timed passes per mode over the suite")
     args = parser.parse_args()
     suite = load_suite("demo")
@@ -160,57 +174,62 @@ def main() -> None:
     # Untimed: each repo's checkout is made (and cached as a tar) once, as a running scorer has it.
     for env in {e.source: e for e in envs["docker"].values()}.values():
         env.open().close()
+    runner = envs["docker"][instances[0].instance_id].warm_runner()
 
-    seconds = {"cold": 0.0, "warm": 0.0}
-    busy_s = 0.0
-    phases = {"cold": Phases(), "warm": Phases()}
+    seconds = dict.fromkeys(MODES, 0.0)
+    busy = dict.fromkeys(MODES, 0.0)
+    phases = {mode: Phases() for mode in MODES}
     reports: dict[str, list[RewardReport]] = {}
-    with SandboxPool(size=args.workers) as pool:
-        for mode in ("cold", "warm", "warm", "cold") * (args.rounds // 2) + ("cold", "warm") * (args.rounds % 2):
-            if mode == "warm" and not pool.wait_ready(DEFAULT_PYTHON_IMAGE, timeout=120):
+    order = ("cold", "pool", "warm", "warm", "pool", "cold") * (args.rounds // 2) + ("cold", "pool", "warm") * (args.rounds % 2)
+    with SandboxPool(size=args.workers, runners=False) as plain_pool, SandboxPool(size=args.workers) as warm_pool:
+        pools = {"cold": None, "pool": plain_pool, "warm": warm_pool}
+        for mode in order:
+            if pools[mode] is not None and not pools[mode].wait_ready(DEFAULT_PYTHON_IMAGE, 120, runner):
                 raise SystemExit("the pool did not fill within 120 s")
-            busy = cpu_busy_s()
-            took, reports[mode] = run_mode(envs["docker"], instances, args.workers, phases[mode],
-                                           pool if mode == "warm" else None)
-            busy_s += cpu_busy_s() - busy
+            before = cpu_busy_s()
+            took, reports[mode] = run_mode(envs["docker"], instances, args.workers, args.group, phases[mode],
+                                           pools[mode], baselines=mode == "warm")
+            busy[mode] += cpu_busy_s() - before
             seconds[mode] += took
-            print(f"{mode}: {len(instances)} in {took:.1f}s", flush=True)
-        split = pytest_split(envs["docker"][instances[0].instance_id].with_pool(pool))
+            print(f"{mode}: {len(reports[mode])} scores in {took:.1f}s", flush=True)
+        split = pytest_split(envs["docker"][instances[0].instance_id].with_pool(plain_pool))
     local_phases = Phases()
-    local_s, reports["local"] = run_mode(envs["local"], instances, args.workers, local_phases)
+    local_s, reports["local"] = run_mode(envs["local"], instances, args.workers, 1, local_phases)
 
     for mode, got in reports.items():
         bad = [r.instance_id for r in got if r.status != EvalStatus.RESOLVED or r.reward != 1.0]
         if bad:
             raise SystemExit(f"{mode}: gold patches not scored 1.0: {bad}")
-    same = [(c.status, c.tiers, c.reward) == (w.status, w.tiers, w.reward) for c, w in zip(reports["cold"], reports["warm"], strict=True)]
+    same = all((c.status, c.tiers, c.reward) == (w.status, w.tiers, w.reward)
+               for mode in ("pool", "warm") for c, w in zip(reports["cold"], reports[mode], strict=True))
 
-    scored = len(instances) * args.rounds
-    per_min = {mode: scored / (seconds[mode] / 60) for mode in seconds}
+    scored = len(instances) * args.group * args.rounds
+    per_min = {mode: scored / (seconds[mode] / 60) for mode in MODES}
     per_min["local"] = len(instances) / (local_s / 60)
-    ratio = per_min["warm"] / per_min["cold"]
-    print(f"\nmean ms per score ({args.workers} workers; 'rest' = the harness's own Python: log parsing, tiers)")
-    print(f"{'mode':<6}" + "".join(f"{p:>9}" for p in (*PHASES, "total")) + f"{'runs':>6}{'per min':>9}")
-    for mode, booked, count in (("cold", phases["cold"], scored), ("warm", phases["warm"], scored), ("local", local_phases, len(instances))):
+    cores = os.cpu_count() or 1
+    print(f"\nmean ms per score ({args.workers} workers, groups of {args.group}; 'rest' = the harness's own Python: "
+          "log parsing, tiers; 'cpu' = machine core-ms per score, all processes)")
+    print(f"{'mode':<6}" + "".join(f"{p:>9}" for p in (*PHASES, "total")) + f"{'runs':>6}{'cpu':>7}{'per min':>9}")
+    for mode, booked, count in [*((m, phases[m], scored) for m in MODES), ("local", local_phases, len(instances))]:
         ms = {p: booked.seconds[p] / count * 1000 for p in (*PHASES[:-1], "total")}
         ms["rest"] = ms["total"] - sum(ms[p] for p in PHASES[:-1])
-        print(f"{mode:<6}" + "".join(f"{ms[p]:9.0f}" for p in (*PHASES, "total")) + f"{booked.test_runs / count:6.1f}{per_min[mode]:9.1f}")
-    print(f"one test-command run in a warm sandbox ({instances[0].repo}, median ms): "
+        cpu = f"{busy[mode] / count * 1000:7.0f}" if mode in busy else f"{'':>7}"
+        print(f"{mode:<6}" + "".join(f"{ms[p]:9.0f}" for p in (*PHASES, "total"))
+              + f"{booked.test_runs / count:6.1f}{cpu}{per_min[mode]:9.1f}")
+    for mode, what in MODES.items():
+        print(f"  {mode}: {what}")
+    print(f"one test-command run in a fresh-enough sandbox ({instances[0].repo}, median ms): "
           + ", ".join(f"{name} {ms:.0f}" for name, ms in split.items()))
-    cold_ms = {p: phases["cold"].seconds[p] / scored * 1000 for p in ("start", "close", "tests", "total")}
-    warm_ms = {p: phases["warm"].seconds[p] / scored * 1000 for p in ("start", "close")}
-    bound = cold_ms["total"] / (cold_ms["total"] - cold_ms["start"] + warm_ms["start"])
-    cpu_busy = busy_s / (sum(seconds.values()) * (os.cpu_count() or 1))
-    print(f"machine CPU busy during the docker rounds: {cpu_busy:.0%} of {os.cpu_count()} cores (a saturated machine "
-          "gains little from the pool: a container start costs CPU, in the pool's background thread too)")
-    print(f"warm vs cold: {ratio:.2f}x (issue target >= 3x); reports identical: {all(same)}; what the pool saves "
-          f"(the start) bounds it at ~{bound:.2f}x while the test runs take {cold_ms['tests'] / cold_ms['total']:.0%} of a cold score")
+    ratio, pool_ratio = per_min["warm"] / per_min["cold"], per_min["pool"] / per_min["cold"]
+    cpu_busy = sum(busy.values()) / (sum(seconds.values()) * cores)
+    print(f"machine CPU busy during the docker rounds: {cpu_busy:.0%} of {cores} cores")
+    print(f"warm vs cold: {ratio:.2f}x (issue target >= 3x); pool alone: {pool_ratio:.2f}x; reports identical in every mode: {same}")
     print(
         f"RESULT warm_per_min={per_min['warm']:.1f} cold_per_min={per_min['cold']:.1f} ratio={ratio:.2f}"
-        f" local_per_min={per_min['local']:.1f} instances={len(instances)} rounds={args.rounds} workers={args.workers}"
-        f" cold_start_ms={cold_ms['start']:.0f} warm_start_ms={warm_ms['start']:.0f}"
-        f" cold_close_ms={cold_ms['close']:.0f} warm_close_ms={warm_ms['close']:.0f}"
-        f" tests_share_cold={cold_ms['tests'] / cold_ms['total']:.2f} cpu_busy={cpu_busy:.2f} identical={all(same)}"
+        f" pool_per_min={per_min['pool']:.1f} pool_ratio={pool_ratio:.2f} local_per_min={per_min['local']:.1f}"
+        f" instances={len(instances)} group={args.group} rounds={args.rounds} workers={args.workers}"
+        f" cold_runs={phases['cold'].test_runs / scored:.2f} warm_runs={phases['warm'].test_runs / scored:.2f}"
+        f" cpu_busy={cpu_busy:.2f} identical={same}"
     )
 
 

@@ -18,6 +18,7 @@ from pydantic import BaseModel
 from swedojo.agent.policies import Policy
 from swedojo.datasets.io import RecordError
 from swedojo.rewards.compose import RewardConfig
+from swedojo.rewards.tiers import BaselineCache
 from swedojo.rollout import EnvironmentResolver, InstanceResult, run_instance
 from swedojo.schema import EvalStatus, TaskInstance
 
@@ -66,7 +67,8 @@ def evaluate(
 ) -> Summary:
     """Evaluate every instance not already in `out/results.jsonl` and write the run's files.
 
-    With `rewards`, every instance is also scored on the reward tiers (three test runs instead of one).
+    With `rewards`, every instance is also scored on the reward tiers (three test runs instead of one;
+    the suite's run at base is kept in `out/baselines`, so a resumed run does not repeat it).
     """
     out.mkdir(parents=True, exist_ok=True)
     results_path = out / "results.jsonl"
@@ -74,9 +76,10 @@ def evaluate(
     todo = [i for i in instances if i.instance_id not in done]
     lock = threading.Lock()
     policy_name = policy_factory().name
+    baselines = BaselineCache(out / "baselines") if rewards else None
 
     def work(instance: TaskInstance) -> None:
-        result = run_instance(instance, resolver, policy_factory(), out / "trajectories", rewards)
+        result = run_instance(instance, resolver, policy_factory(), out / "trajectories", rewards, baselines)
         with lock:
             with results_path.open("a", encoding="utf-8") as fh:
                 fh.write(result.model_dump_json() + "\n")

@@ -23,7 +23,7 @@ from swedojo.repolaunch.errors import LaunchError
 from swedojo.repos import resolve_repo
 from swedojo.rewards.compose import RewardConfig, TierWeights, compose
 from swedojo.rewards.grading import PatchApplyError, apply_patch, grade, in_fresh_sandbox
-from swedojo.rewards.tiers import format_tier, skipped_tier, static_tier
+from swedojo.rewards.tiers import BaselineCache, format_tier, skipped_tier, static_tier
 from swedojo.rewards.score import score
 from swedojo.sandboxes.base import Sandbox, SandboxConfig
 from swedojo.sandboxes.environment import Environment, default_python_env
@@ -137,8 +137,12 @@ def run_instance(
     policy: Policy,
     traj_dir: Path | None = None,
     rewards: RewardConfig | None = None,
+    baselines: BaselineCache | None = None,
 ) -> InstanceResult:
-    """Run `policy` on `instance`, then grade (and, with `rewards`, score every tier) in a fresh sandbox. Never raises."""
+    """Run `policy` on `instance`, then grade (and, with `rewards`, score every tier) in a fresh sandbox. Never raises.
+
+    `baselines`: the suite's runs at base kept between scores (see `BaselineCache`).
+    """
     start = time.monotonic()
     try:
         env = resolver.resolve(instance)
@@ -156,7 +160,7 @@ def run_instance(
     run.checkpoint(trajectory)
     if trajectory.exit_status == ExitStatus.INFRA_ERROR:
         return _infra_result(instance, policy, f"policy: {trajectory.error}".splitlines()[0], start)
-    report = score(env, instance, trajectory, rewards) if rewards else grade(env, instance, trajectory.patch)
+    report = score(env, instance, trajectory, rewards, baselines=baselines) if rewards else grade(env, instance, trajectory.patch)
     return InstanceResult(
         instance_id=instance.instance_id, policy=policy.name, status=report.status, resolved=report.resolved,
         exit_status=trajectory.exit_status, error=report.error, patch=trajectory.patch, report=report,

@@ -1,6 +1,7 @@
 """Score a trajectory's patch on every tier in one fresh sandbox from the task's environment.
 
-Order inside the sandbox: the whole suite at base + test patch (tier 3's reference), then
+Order inside the sandbox: the whole suite at base + test patch (tier 3's reference; taken from a
+`BaselineCache` instead when one holds it, e.g. for the other rollouts of an RL group), then
 SWE-bench grading (applies the candidate and the test patch once, runs the listed tests), then
 the static checks and the whole suite on that same tree. Grading statuses and the F2P/P2P
 maps are exactly `grading.grade_in_sandbox`'s.
@@ -12,6 +13,7 @@ from __future__ import annotations
 from swedojo.rewards.compose import RewardConfig, compose
 from swedojo.rewards.grading import PatchApplyError, grade_in_sandbox, in_fresh_sandbox
 from swedojo.rewards.tiers import (
+    BaselineCache,
     Judge,
     format_tier,
     skipped_tier,
@@ -32,15 +34,21 @@ def score_in_sandbox(
     trajectory: Trajectory,
     config: RewardConfig,
     judge: Judge | None = None,
+    baselines: BaselineCache | None = None,
 ) -> RewardReport:
     """Fill tiers and reward for `trajectory.patch` in `sandbox` (fresh, at base_commit)."""
     candidate = trajectory.patch
     baseline = None
     if candidate.strip():
-        try:
-            baseline = suite_at_base(sandbox, env, instance)
-        except PatchApplyError as exc:
-            return RewardReport(instance_id=instance.instance_id, status=EvalStatus.INFRA_ERROR, error=f"task is broken: {exc}")
+        key = BaselineCache.key(env, instance)
+        baseline = baselines.get(key) if baselines is not None else None
+        if baseline is None:
+            try:
+                baseline = suite_at_base(sandbox, env, instance)
+            except PatchApplyError as exc:
+                return RewardReport(instance_id=instance.instance_id, status=EvalStatus.INFRA_ERROR, error=f"task is broken: {exc}")
+            if baselines is not None:
+                baselines.put(key, baseline)
     report = grade_in_sandbox(sandbox, env, instance, candidate)
     if report.status == EvalStatus.INFRA_ERROR:
         report.reward = 0.0
@@ -66,7 +74,13 @@ def score(
     trajectory: Trajectory,
     config: RewardConfig | None = None,
     judge: Judge | None = None,
+    baselines: BaselineCache | None = None,
 ) -> RewardReport:
-    """Score `trajectory` for `instance` in a fresh sandbox; infrastructure failures become a status."""
+    """Score `trajectory` for `instance` in a fresh sandbox; infrastructure failures become a status.
+
+    `baselines`: where the whole-suite run at base is kept between scores of the same task.
+    """
     config = config or RewardConfig()
-    return in_fresh_sandbox(env, instance, lambda sandbox: score_in_sandbox(sandbox, env, instance, trajectory, config, judge))
+    return in_fresh_sandbox(
+        env, instance, lambda sandbox: score_in_sandbox(sandbox, env, instance, trajectory, config, judge, baselines)
+    )

@@ -7,9 +7,14 @@ what the agent left behind (installed tools, edited caches) cannot influence its
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import re
 import shlex
+import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
@@ -263,6 +268,52 @@ def suite_at_base(sandbox: Sandbox, env: Environment, instance: TaskInstance) ->
     run = run_suite(sandbox, env)
     restore_files(sandbox, instance.base_commit, patch_files(instance.test_patch))
     return run
+
+
+class BaselineCache:
+    """Whole-suite runs at base + test patch, kept per task and environment (in memory, and on disk if given).
+
+    Every rollout of a task (an RL group, a rerun) is held to the same baseline, so a warm scorer
+    runs it once. The key hashes everything the run depends on: the repo at `base_commit` (a git
+    content hash), the test patch, and the environment's image, work tree, setup, test command,
+    log parser and variables. A run that timed out is not kept.
+    """
+
+    def __init__(self, directory: Path | None = None) -> None:
+        self.directory = directory
+        self._runs: dict[str, SuiteRun] = {}
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def key(env: Environment, instance: TaskInstance) -> str:
+        spec = env.spec
+        inputs = {
+            "backend": env.backend, "network": env.config.network, "image": spec.image, "workdir": spec.workdir,
+            "rebuild_commands": spec.rebuild_commands, "test_command": spec.test_command, "log_parser": spec.log_parser,
+            "env_vars": {**spec.env_vars, **env.config.env}, "repo": instance.repo, "base_commit": instance.base_commit,
+            "test_patch": instance.test_patch,
+        }
+        return hashlib.sha256(json.dumps(inputs, sort_keys=True).encode()).hexdigest()
+
+    def get(self, key: str) -> SuiteRun | None:
+        with self._lock:
+            run = self._runs.get(key)
+        if run is None and self.directory is not None and (path := self.directory / f"{key}.json").is_file():
+            run = SuiteRun.model_validate_json(path.read_text())
+            with self._lock:
+                self._runs[key] = run
+        return run
+
+    def put(self, key: str, run: SuiteRun) -> None:
+        if run.timed_out:
+            return
+        with self._lock:
+            self._runs[key] = run
+        if self.directory is not None:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            partial = self.directory / f".{key}.{os.getpid()}.{threading.get_ident()}"
+            partial.write_text(run.model_dump_json())
+            partial.replace(self.directory / f"{key}.json")
 
 
 def verification_tier(

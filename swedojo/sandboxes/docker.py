@@ -32,6 +32,7 @@ import tempfile
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self
 
@@ -43,6 +44,7 @@ from swedojo.repos import checkout
 from swedojo.sandboxes.base import ExecResult, SandboxConfig, SandboxError
 from swedojo.sandboxes.seccomp import render_docker_profile
 from swedojo.sandboxes.terminal import SHELL_ARGV, SHELL_ENV, PersistentTerminal
+from swedojo.sandboxes.warm_runner import WarmRunner
 
 LABEL = "swedojo.sandbox"
 """Label on every container the backend starts (value "1")."""
@@ -342,6 +344,8 @@ class Container:
         self.config = config
         self.workdir = workdir
         self.owner_pid = os.getpid()
+        self.runner: WarmRunner | None = None
+        """The warm test runner started in it, if any (`start_runner`)."""
         self._removed = False
         self._lock = threading.Lock()
         self._request_lock = threading.Lock()
@@ -437,6 +441,15 @@ class Container:
                     return
                 self._answers.fill(deadline - time.monotonic())
                 lines += b"".join(data for _, data in self._answers.take())
+
+    def start_runner(self, runner: WarmRunner) -> None:
+        """Start `runner`'s fork server; test commands of sandboxes on this container then go to it."""
+        code, out, err = self.run(runner.start_argv(), runner.script)
+        if code != 0:
+            raise ContainerError(
+                f"cannot start the warm test runner in {self.short_id}: {(err or out).decode(errors='replace').strip()}"
+            )
+        self.runner = runner
 
     def shell(self, archive: bytes = b"") -> DockerTransport:
         """A bash attached over an exec socket, with `archive` (a tar) unpacked into the work tree first.
@@ -612,12 +625,15 @@ class DockerSandbox:
         workdir: str = "/testbed",
         *,
         container: Container | None = None,
+        remove: Callable[[Container], None] | None = None,
     ) -> None:
+        """`remove`: what disposes of the container on close (the pool's background removal); default now."""
         if (source is None) != (commit is None):
             raise ValueError("give both source and commit, or neither")
         self.config = config or SandboxConfig()
         self.workdir = workdir
         self._container = container or Container(image, self.config, workdir)
+        self._remove = remove
         self._closed = False
         try:
             archive = (
@@ -643,8 +659,8 @@ class DockerSandbox:
         return self._container
 
     def exec(self, command: str, timeout: float | None = None) -> ExecResult:
-        self._live()
-        return self._terminal.run(command, timeout)
+        runner = self._live().runner
+        return self._terminal.run(runner.rewrite(command) if runner else command, timeout)
 
     def _path(self, path: str) -> str:
         return posixpath.join(self.workdir, path)
@@ -676,6 +692,10 @@ class DockerSandbox:
         if self._closed:
             return
         self._closed = True
+        if self._remove is not None:  # nothing of it runs on: the terminal's close kills every process first
+            self._terminal.close()
+            self._remove(self._container)
+            return
         try:
             self._container.remove()
         finally:

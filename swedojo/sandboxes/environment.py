@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 from pydantic import BaseModel, Field, PrivateAttr
 
 from swedojo.sandboxes.base import ExecResult, Sandbox, SandboxConfig, SandboxError
+from swedojo.sandboxes.warm_runner import WarmRunner
 from swedojo.schema import EnvSpec
 
 if TYPE_CHECKING:
@@ -76,8 +77,16 @@ class Environment(BaseModel):
                 raise
         return sandbox
 
+    def sandbox_config(self) -> SandboxConfig:
+        """The limits and variables every sandbox of this environment gets (the spec's variables included)."""
+        return self.config.model_copy(update={"env": {**self.spec.env_vars, **self.config.env}})
+
+    def warm_runner(self) -> WarmRunner | None:
+        """The test runner a pooled docker sandbox keeps warm for this environment's test command, if any."""
+        return WarmRunner.for_command(self.spec.test_command, self.sandbox_config().env)
+
     def _sandbox(self, target: str) -> Sandbox:
-        config = self.config.model_copy(update={"env": {**self.spec.env_vars, **self.config.env}})
+        config = self.sandbox_config()
         if self.backend == "local":
             from swedojo.sandboxes.local import LocalSandbox
 
@@ -86,7 +95,7 @@ class Environment(BaseModel):
             from swedojo.sandboxes.docker import DockerSandbox
 
             if self._pool is not None:
-                return self._pool.acquire(self.spec.image, self.source, target, config, self.spec.workdir)
+                return self._pool.acquire(self.spec.image, self.source, target, config, self.spec.workdir, self.warm_runner())
             return DockerSandbox(self.spec.image, self.source, target, config, workdir=self.spec.workdir)
         raise UnknownBackendError(f"unknown sandbox backend {self.backend!r}; choose one of {', '.join(BACKENDS)}")
 

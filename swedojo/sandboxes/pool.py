@@ -1,17 +1,24 @@
 """A warm pool of docker sandboxes: started containers with their terminal ready, per image.
 
-`acquire` takes a ready container (its shell already attached), copies the repository in and
-wakes a background thread that starts a replacement. A sandbox is never reused: release removes it.
+`acquire` takes a ready container (its shell already attached, its warm test runner started when
+one is asked for), copies the repository in and wakes a background thread that starts a
+replacement. A sandbox is never reused: closing it hands its container to a background thread
+that removes it, so neither the start nor the removal is on the caller's path.
 """
 
 from __future__ import annotations
 
+import queue
 import threading
 from pathlib import Path
 from typing import Self
 
 from swedojo.sandboxes.base import SandboxConfig, SandboxError
 from swedojo.sandboxes.docker import Container, DockerSandbox
+from swedojo.sandboxes.warm_runner import WarmRunner
+
+Key = tuple[str, WarmRunner | None]
+"""What a ready container is for: its image, and the test runner warm in it."""
 
 CONTAINER_FIELDS = {"network", "memory_mb", "pids", "cpus", "disk_mb"}
 """`SandboxConfig` fields a container's start fixes (see `Container`); the rest apply per sandbox."""
@@ -21,50 +28,72 @@ class PoolClosedError(SandboxError):
     """The pool was used after `close()`."""
 
 
+def start_container(image: str, config: SandboxConfig, workdir: str, runner: WarmRunner | None) -> Container:
+    """A started container of `image`, with `runner` warm in it; removed again if the runner fails."""
+    container = Container(image, config, workdir)
+    if runner is not None:
+        try:
+            container.start_runner(runner)
+        except BaseException:
+            container.remove()
+            raise
+    return container
+
+
 class SandboxPool:
-    """Keeps `size` started containers ready for every image it has been asked for."""
+    """Keeps `size` started containers ready for every (image, runner) it has been asked for."""
 
     def __init__(
         self,
         size: int = 2,
         config: SandboxConfig | None = None,
         workdir: str = "/testbed",
+        runners: bool = True,
     ) -> None:
+        """`runners`: keep the test runner warm in sandboxes that ask for one (see warm_runner.py)."""
         self.size = size
+        self.runners = runners
         self.config = config or SandboxConfig()
         self.workdir = workdir
-        self._ready: dict[str, list[Container]] = {}
-        self._failed: dict[str, SandboxError] = {}
+        self._ready: dict[Key, list[Container]] = {}
+        self._failed: dict[Key, SandboxError] = {}
         self._cond = threading.Condition()
         self._closed = False
         self._thread = threading.Thread(
             target=self._refill, name="swedojo-sandbox-pool", daemon=True
         )
         self._thread.start()
+        self._removals: queue.SimpleQueue[Container | None] = queue.SimpleQueue()
+        self._remover = threading.Thread(
+            target=self._remove_released, name="swedojo-sandbox-pool-remover", daemon=True
+        )
+        self._remover.start()
 
-    def warm(self, image: str) -> None:
-        """Start filling the pool for `image` (acquire does this too)."""
+    def warm(self, image: str, runner: WarmRunner | None = None) -> None:
+        """Start filling the pool for `image` with `runner` (acquire does this too)."""
+        runner = runner if self.runners else None
         with self._cond:
             self._check_open()
-            self._ready.setdefault(image, [])
-            self._failed.pop(image, None)
+            self._ready.setdefault((image, runner), [])
+            self._failed.pop((image, runner), None)
             self._cond.notify_all()
 
-    def wait_ready(self, image: str, timeout: float = 60.0) -> bool:
-        """Wait until `size` sandboxes of `image` are ready; False on timeout. Raises what made a start fail."""
-        self.warm(image)
+    def wait_ready(self, image: str, timeout: float = 60.0, runner: WarmRunner | None = None) -> bool:
+        """Wait until `size` sandboxes of `image` (with `runner`) are ready; False on timeout. Raises what made a start fail."""
+        key = (image, runner if self.runners else None)
+        self.warm(image, runner)
         with self._cond:
             self._cond.wait_for(
                 lambda: (
                     self._closed
-                    or image in self._failed
-                    or len(self._ready[image]) >= self.size
+                    or key in self._failed
+                    or len(self._ready[key]) >= self.size
                 ),
                 timeout,
             )
-            if image in self._failed:
-                raise self._failed[image]
-            return len(self._ready.get(image, [])) >= self.size
+            if key in self._failed:
+                raise self._failed[key]
+            return len(self._ready.get(key, [])) >= self.size
 
     def acquire(
         self,
@@ -73,30 +102,35 @@ class SandboxPool:
         commit: str | None = None,
         config: SandboxConfig | None = None,
         workdir: str | None = None,
+        runner: WarmRunner | None = None,
     ) -> DockerSandbox:
         """A sandbox of `image` with `source` at `commit` in its work tree: warm if one is ready, else started now.
 
         `config` and `workdir` (default: the pool's) are the sandbox's; a warm container serves only
         when they match what its start fixed (limits, network, work tree), else one starts now.
+        `runner`: the test runner kept warm in it (started now too when no warm one is ready).
         """
         config = config or self.config
         workdir = workdir or self.workdir
+        runner = runner if self.runners else None
         container = None
         with self._cond:
             self._check_open()
             if workdir == self.workdir and config.model_dump(
                 include=CONTAINER_FIELDS
             ) == self.config.model_dump(include=CONTAINER_FIELDS):
-                ready = self._ready.setdefault(image, [])
-                self._failed.pop(image, None)
+                ready = self._ready.setdefault((image, runner), [])
+                self._failed.pop((image, runner), None)
                 container = ready.pop(0) if ready else None
                 self._cond.notify_all()
+        if container is None:
+            container = start_container(image, config, workdir, runner)
         return DockerSandbox(
-            image, source, commit, config, workdir, container=container
+            image, source, commit, config, workdir, container=container, remove=self._dispose
         )
 
     def release(self, sandbox: DockerSandbox) -> None:
-        """Give a sandbox back: it is removed (never reused)."""
+        """Give a sandbox back: its container is removed in the background (never reused)."""
         sandbox.close()
 
     def close(self) -> None:
@@ -109,6 +143,8 @@ class SandboxPool:
         self._thread.join()
         for container in ready:
             container.remove()
+        self._removals.put(None)
+        self._remover.join()
 
     def __enter__(self) -> Self:
         return self
@@ -120,34 +156,46 @@ class SandboxPool:
         if self._closed:
             raise PoolClosedError("the sandbox pool is closed")
 
-    def _next_image(self) -> str | None:
-        for image, ready in self._ready.items():
-            if image not in self._failed and len(ready) < self.size:
-                return image
+    def _next_key(self) -> Key | None:
+        for key, ready in self._ready.items():
+            if key not in self._failed and len(ready) < self.size:
+                return key
         return None
+
+    def _dispose(self, container: Container) -> None:
+        with self._cond:
+            if not self._closed:
+                self._removals.put(container)
+                return
+        container.remove()
+
+    def _remove_released(self) -> None:
+        while (container := self._removals.get()) is not None:
+            try:
+                container.remove()
+            except SandboxError:
+                pass  # the daemon lost it; its exit hooks and `dojo sandbox prune` still find it by label
 
     def _refill(self) -> None:
         while True:
             with self._cond:
                 self._cond.wait_for(
-                    lambda: self._closed or self._next_image() is not None
+                    lambda: self._closed or self._next_key() is not None
                 )
                 if self._closed:
                     return
-                image = self._next_image()
-            assert image is not None
+                key = self._next_key()
+            assert key is not None
             try:
-                container: Container | None = Container(
-                    image, self.config, self.workdir
-                )
+                container: Container | None = start_container(key[0], self.config, self.workdir, key[1])
             except SandboxError as exc:
                 with self._cond:
-                    self._failed[image] = exc
+                    self._failed[key] = exc
                     self._cond.notify_all()
                 continue
             with self._cond:
-                if not self._closed and image in self._ready:
-                    self._ready[image].append(container)
+                if not self._closed and key in self._ready:
+                    self._ready[key].append(container)
                     self._cond.notify_all()
                     container = None
             if container is not None:

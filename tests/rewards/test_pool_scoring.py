@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 import pytest
 
@@ -24,6 +25,16 @@ def _ours() -> set[str]:
     return {c["Id"] for c in found}
 
 
+def _eventually_disjoint(taken: set[str], timeout: float = 30.0) -> bool:
+    """Released containers are removed in the pool's background: wait for it."""
+    deadline = time.monotonic() + timeout
+    while not taken.isdisjoint(_ours()):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
 def _submitted(task: TaskInstance, patch: str) -> Trajectory:
     return Trajectory(instance_id=task.instance_id, policy="test", exit_status=ExitStatus.SUBMITTED, patch=patch)
 
@@ -37,11 +48,13 @@ def test_pool_scores_exactly_as_cold_and_leaves_no_container() -> None:
     with SandboxPool(size=1) as pool:
         warm = EnvironmentResolver(backend="docker", mirror=suite.mirror, pool=pool).resolve(task)
         assert "pool" not in warm.model_dump_json(), "the pool is not part of the recipe"
+        runner = warm.warm_runner()
+        assert runner is not None, "the demo's pytest command gets a warm runner"
         for patch, status in ((task.patch, EvalStatus.RESOLVED), ("", EvalStatus.EMPTY_PATCH)):
-            assert pool.wait_ready(DEFAULT_PYTHON_IMAGE, timeout=120)
+            assert pool.wait_ready(DEFAULT_PYTHON_IMAGE, timeout=120, runner=runner)
             ready = _ours()
             from_pool = score(warm, task, _submitted(task, patch))
-            assert ready.isdisjoint(_ours()), "the score took the warm container (and removed it)"
+            assert _eventually_disjoint(ready), "the score took the warm container (and it was removed)"
             from_cold = score(cold, task, _submitted(task, patch))
             assert from_pool.status == from_cold.status == status, from_pool.error
             assert from_pool.tiers == from_cold.tiers and len(from_pool.tiers) == 4

@@ -10,10 +10,10 @@ from taskrepo import SOURCE, TESTS, git, make_task_repo, source_patch
 from swedojo.repos import resolve_repo
 from swedojo.rewards.compose import RewardConfig, RewardMode, TierWeights, compose
 from swedojo.rewards.score import score
-from swedojo.rewards.tiers import Verdict, format_tier
+from swedojo.rewards.tiers import BaselineCache, SuiteRun, Verdict, format_tier
 from swedojo.sandboxes.base import SandboxConfig
 from swedojo.sandboxes.environment import default_python_env
-from swedojo.schema import EvalStatus, ExitStatus, RewardReport, Step, TaskInstance, Trajectory
+from swedojo.schema import EvalStatus, ExitStatus, RewardReport, Step, TaskInstance, TestStatus, Trajectory
 
 EQUAL = TierWeights(format=1, static=1, tests=1, verification=1)
 GATED = RewardConfig(mode=RewardMode.GATED, weights=EQUAL)
@@ -196,3 +196,29 @@ def test_new_lint_errors_fail_static_when_the_repo_configures_ruff(tmp_path):
     assert "ruff (repo config): error counts before/after" in static.evidence["checked"]
     clean = score(env, task, _run(task.patch), GATED)
     assert clean.tiers[1].passed and clean.tiers[1].evidence["ruff"] == {"calc.py": {"before": 0, "after": 0}}
+
+
+def test_baseline_cache_serves_the_other_rollouts_of_a_task(calc, tmp_path):
+    env, task = calc
+    directory = tmp_path / "baselines"
+    run = _run(source_patch("calc.py", SOURCE, BREAKS_ADD))
+    first = score(env, task, run, PARTIAL, baselines=BaselineCache(directory))
+    assert _vector(first) == _vector(score(env, task, run, PARTIAL)), "the same tiers as without a cache"
+    stored = directory / f"{BaselineCache.key(env, task)}.json"
+    assert [p.name for p in directory.iterdir()] == [stored.name]
+    # A test planted in the kept run shows up as regressed: the next score read it instead of rerunning the suite.
+    planted = SuiteRun.model_validate_json(stored.read_text())
+    planted.statuses["test_calc.py::test_planted"] = TestStatus.PASSED
+    stored.write_text(planted.model_dump_json())
+    again = score(env, task, _run(task.patch), PARTIAL, baselines=BaselineCache(directory))
+    assert again.tiers[3].evidence["regressed"] == ["test_calc.py::test_planted"]
+    # What the run depends on is in the key: another test patch or test command is another baseline.
+    assert BaselineCache.key(env, task.model_copy(update={"test_patch": task.test_patch + "\n"})) != stored.stem
+    other_command = env.model_copy(update={"spec": env.spec.model_copy(update={"test_command": "pytest -x"})})
+    assert BaselineCache.key(other_command, task) != stored.stem
+
+
+def test_a_timed_out_baseline_is_not_kept(tmp_path):
+    cache = BaselineCache(tmp_path)
+    cache.put("k", SuiteRun(statuses={}, exit_code=None, timed_out=True))
+    assert cache.get("k") is None and not list(tmp_path.iterdir())

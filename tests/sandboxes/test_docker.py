@@ -15,6 +15,7 @@ from taskrepo import make_task_repo
 from typer.testing import CliRunner
 
 from swedojo.sandboxes import SandboxConfig, UnknownBackendError, open_sandbox
+from swedojo.sandboxes.docker import SandboxClosedError
 
 pytestmark = pytest.mark.docker
 
@@ -227,7 +228,9 @@ def test_warm_pool_hands_out_ready_sandboxes(task_repo: tuple[Path, str]) -> Non
             "the pool refills in the background"
         )
         pool.release(sb)
-        assert not labelled(sb.container_id)
+        with pytest.raises(SandboxClosedError):
+            sb.exec("true")
+        assert wait_gone(sb.container_id), "a released sandbox is removed in the background"
         waiting = labelled(owner=os.getpid())
     assert waiting and not any(labelled(c) for c in waiting), (
         "closing the pool removes its ready sandboxes"
