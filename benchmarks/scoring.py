@@ -1,20 +1,23 @@
-"""Scoring throughput (instances per minute): docker sandboxes from a warm pool vs started cold, in one run.
+"""Scoring throughput (scores per minute) of RL groups on the demo suite: cold vs from a warm pool, in one run.
 
-`score(...)` (default RewardConfig, every tier) on the gold patch of every demo task, with the
-docker backend (image `swedojo/python:bookworm`, `make docker-up`), cold (a container started
-per score) and warm (taken from a `SandboxPool` filled before the timed part, as a long-running
-scorer keeps it). Both modes score the same instances in the same order with the same workers;
-rounds go cold, warm, warm, cold so that a drift in machine load weighs on both alike. The
-local backend's throughput is printed for reference.
+`score(...)` (default RewardConfig, every tier) on each demo task's gold patch `--group` times
+(the rollouts of one RL group), with the docker backend (image `swedojo/python:bookworm`, `make
+docker-up`), in three modes that score the same instances in the same order with the same workers:
 
-Each score's wall time is split into: sandbox start (`env.open`: container start or pool
-acquire, repo unpack), the test command runs (three per gold patch: the whole suite at base,
-the graded tests, the whole suite after), the compile check, the other execs, and close
-(container removal). Rates are wall time on this machine, so they fall when other work shares
-the CPUs. What the pool saves is the start's latency, not its CPU (daemon, runtime, kernel): the
-refill thread spends that while the workers run tests, so on a machine whose cores are busy the
-gain shrinks toward none; and three test runs are most of a score. The last line is
-`RESULT key=value ...`.
+- cold: a container is started for each score and removed after it; nothing is kept between
+  scores, so each score runs the suite at base, the graded tests and the suite after (3 runs);
+- pool: containers come from a `SandboxPool` (started ahead by its thread, removed by another);
+- warm: that pool with pytest kept imported in each container (`sandboxes/forkserver.py`), and a
+  `BaselineCache` fresh for the round, so each group's first score runs the suite at base and the
+  others reuse it (the round pays for its misses).
+
+Rounds go cold, pool, warm, warm, pool, cold so that a drift in machine load weighs on all alike.
+Each score's wall time is split into: sandbox start (container start or pool acquire, repo
+unpack), the test command runs, the compile check, the other execs, and close. With fewer
+workers than cores (the default, one) the pool's threads use the spare core and a score's
+latency is what counts; with a worker per core the machine is saturated and only work that is
+no longer done counts (a container start costs ~0.7 core-seconds wherever it runs). The local
+backend's throughput is printed for reference. The last line is `RESULT key=value ...`.
 """
 
 from __future__ import annotations
@@ -135,8 +138,9 @@ def run_mode(envs: dict[str, Environment], instances: list[TaskInstance], worker
     return time.perf_counter() - start, reports
 
 
-def pytest_split(env: Environment, reps: int = 3) -> dict[str, float]:
-    """Median ms of one test-command run in a sandbox, split: interpreter, pytest import, config + collection, tests."""
+def pytest_split(env: Environment, warm: Environment, reps: int = 3) -> dict[str, float]:
+    """Median ms of one test-command run in a sandbox, split: interpreter, pytest import, config + collection,
+    tests; and of the same run served by a warm sandbox's fork server."""
     python = env.spec.test_command.split(" -m ")[0]
     commands = {
         "interpreter": f"{python} -c pass",
@@ -148,8 +152,11 @@ def pytest_split(env: Environment, reps: int = 3) -> dict[str, float]:
     with env.open() as sandbox:
         for name, command in commands.items():
             ms[name] = statistics.median(sandbox.exec(command).duration_s for _ in range(reps)) * 1000
+    with warm.open() as sandbox:
+        ms["served"] = statistics.median(sandbox.exec(env.spec.test_command).duration_s for _ in range(reps)) * 1000
     return {"interpreter": ms["interpreter"], "pytest import": ms["import"] - ms["interpreter"],
-            "config + collection": ms["collect"] - ms["import"], "tests": ms["run"] - ms["collect"], "whole run": ms["run"]}
+            "config + collection": ms["collect"] - ms["import"], "tests": ms["run"] - ms["collect"],
+            "whole run": ms["run"], "served by the fork server": ms["served"]}
 
 
 MODES = {
@@ -161,7 +168,7 @@ MODES = {
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--workers", type=int, default=2, help="scores at once (every mode)")
+    parser.add_argument("--workers", type=int, default=1, help="scores at once (every mode)")
     parser.add_argument("--group", type=int, default=4, help="rollouts scored per task, as an RL group")
     parser.add_argument("--rounds", type=int, default=2, help="timed passes per mode over the suite")
     args = parser.parse_args()
@@ -192,7 +199,8 @@ def main() -> None:
             busy[mode] += cpu_busy_s() - before
             seconds[mode] += took
             print(f"{mode}: {len(reports[mode])} scores in {took:.1f}s", flush=True)
-        split = pytest_split(envs["docker"][instances[0].instance_id].with_pool(plain_pool))
+        first = envs["docker"][instances[0].instance_id]
+        split = pytest_split(first.with_pool(plain_pool), first.with_pool(warm_pool))
     local_phases = Phases()
     local_s, reports["local"] = run_mode(envs["local"], instances, args.workers, 1, local_phases)
 
@@ -218,7 +226,7 @@ def main() -> None:
               + f"{booked.test_runs / count:6.1f}{cpu}{per_min[mode]:9.1f}")
     for mode, what in MODES.items():
         print(f"  {mode}: {what}")
-    print(f"one test-command run in a fresh-enough sandbox ({instances[0].repo}, median ms): "
+    print(f"one test-command run ({instances[0].repo}, median ms): "
           + ", ".join(f"{name} {ms:.0f}" for name, ms in split.items()))
     ratio, pool_ratio = per_min["warm"] / per_min["cold"], per_min["pool"] / per_min["cold"]
     cpu_busy = sum(busy.values()) / (sum(seconds.values()) * cores)

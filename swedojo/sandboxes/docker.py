@@ -442,9 +442,10 @@ class Container:
                 self._answers.fill(deadline - time.monotonic())
                 lines += b"".join(data for _, data in self._answers.take())
 
-    def start_runner(self, runner: WarmRunner) -> None:
-        """Start `runner`'s fork server; test commands of sandboxes on this container then go to it."""
-        code, out, err = self.run(runner.start_argv(), runner.script)
+    def start_runner(self, runner: WarmRunner, wait_s: float = 0.0) -> None:
+        """Start `runner`'s fork server (and wait up to `wait_s` for it to listen); test commands of
+        sandboxes on this container then go to it."""
+        code, out, err = self.run(runner.start_argv(wait_s), runner.script, timeout=FILE_OP_TIMEOUT_S + wait_s)
         if code != 0:
             raise ContainerError(
                 f"cannot start the warm test runner in {self.short_id}: {(err or out).decode(errors='replace').strip()}"

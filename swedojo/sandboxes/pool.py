@@ -28,12 +28,18 @@ class PoolClosedError(SandboxError):
     """The pool was used after `close()`."""
 
 
-def start_container(image: str, config: SandboxConfig, workdir: str, runner: WarmRunner | None) -> Container:
-    """A started container of `image`, with `runner` warm in it; removed again if the runner fails."""
+RUNNER_WAIT_S = 10.0
+"""How long the pool's thread waits for a container's test runner to listen before it counts it ready."""
+
+
+def start_container(
+    image: str, config: SandboxConfig, workdir: str, runner: WarmRunner | None, wait_s: float = 0.0
+) -> Container:
+    """A started container of `image`, with `runner` warm in it (waited for up to `wait_s`); removed again if the runner fails."""
     container = Container(image, config, workdir)
     if runner is not None:
         try:
-            container.start_runner(runner)
+            container.start_runner(runner, wait_s)
         except BaseException:
             container.remove()
             raise
@@ -187,7 +193,7 @@ class SandboxPool:
                 key = self._next_key()
             assert key is not None
             try:
-                container: Container | None = start_container(key[0], self.config, self.workdir, key[1])
+                container: Container | None = start_container(key[0], self.config, self.workdir, key[1], RUNNER_WAIT_S)
             except SandboxError as exc:
                 with self._cond:
                     self._failed[key] = exc

@@ -49,14 +49,20 @@ class WarmRunner(BaseModel):
     def script(self) -> bytes:
         return _SCRIPT.read_bytes()
 
-    def start_argv(self) -> list[str]:
-        """A one-off process that writes the script (given on stdin) and leaves the server running."""
+    def start_argv(self, wait_s: float = 0.0) -> list[str]:
+        """A one-off process that writes the script (given on stdin) and leaves the server running.
+
+        With `wait_s`, it returns once the server listens (its imports done) or after that long;
+        either way commands are right: before the server listens they run plainly.
+        """
         directory = shlex.quote(RUNNER_DIR)
         variables = [f"{k}={v}" for k, v in self.env]
         serve = shlex.join(["env", *variables, self.python, f"{RUNNER_DIR}/forkserver.py", "serve", f"{RUNNER_DIR}/socket", self.module])
+        rounds = int(wait_s / 0.02)
         script = (
             f"mkdir -p {directory} && cat > {directory}/forkserver.py && "
-            f"(setsid {serve} </dev/null >{directory}/log 2>&1 &)"
+            f"(setsid {serve} </dev/null >{directory}/log 2>&1 &) && "
+            f"for _ in $(seq {rounds}); do [ -S {directory}/socket ] && break; sleep 0.02; done"
         )
         return ["sh", "-c", script]
 

@@ -100,6 +100,7 @@ def _plain(command: str) -> str:
 
 @pytest.mark.docker
 def test_served_runs_match_plain_runs(warm: DockerSandbox) -> None:
+    assert warm.exec(f"test -S {RUNNER_DIR}/socket").ok, "a pooled container counts as ready once its runner listens"
     for args in ("tests/test_basic.py", "tests/test_basic.py -k 'passes or environment'", "tests/test_nothing.py", "-k nomatch"):
         served = warm.exec(f"{PLAIN} {args}")
         plain = warm.exec(_plain(f"{PLAIN} {args}"))
