@@ -9,6 +9,12 @@ equal a full recompute (tests check every supported architecture; GLM-5's DSA la
 deterministic indexer top-k and decode against the latent cache without re-expanding it, see
 `dsa.py`). Long prompts are prefilled in chunks of `prefill_chunk` tokens to bound memory.
 
+A decode step is most of an agent turn's time, so it avoids work that grows with the context:
+the cache (`GrowableCache`) appends into spare room instead of `torch.cat`-ing the whole history
+per token, and models on transformers' `sdpa` attention and `grouped_mm` experts get
+`single_token_attention` (keys stored transposed, two matmuls) and `single_token_experts` (the
+token's experts as plain matmuls) for one-token forwards; multi-token forwards are unchanged.
+
 Logprobs are log_softmax(logits / temperature) of the sampled token, before top-k/top-p
 truncation: the distribution a trainer recomputes at the rollout temperature. Greedy decoding
 (temperature 0) reports log_softmax(logits).
@@ -25,13 +31,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
+from torch import nn
 from transformers import (
     AutoModelForCausalLM,
     AutoTokenizer,
     DynamicCache,
+    PreTrainedConfig,
     PreTrainedModel,
     PreTrainedTokenizerBase,
 )
+from transformers.cache_utils import DynamicIndexedLayer, DynamicLayer
+from transformers.integrations.moe import ExpertsInterface, grouped_mm_experts_forward
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+from transformers.modeling_utils import AttentionInterface
 
 from swedojo.agent.backends.base import (
     BackendError,
@@ -56,6 +70,164 @@ class ContextLengthError(BackendError):
 
 class EmptyPromptError(BackendError):
     """There is nothing to continue."""
+
+
+MIN_ROOM = 256
+"""Tokens a growable cache layer reserves at first."""
+
+
+def append_with_room(
+    view: torch.Tensor, room: torch.Tensor | None, new: torch.Tensor, *, transposed: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """`view` extended by `new` along dim -2, and the buffer it now lives in.
+
+    `view` is the first entries of `room`; `new` is copied into the spare room after them, and a full
+    room is replaced by one twice as large. An append thus copies the new tokens only (amortised),
+    where `torch.cat` copies the whole cache on every decoded token. A `view` that is not (or no
+    longer) the head of `room`, e.g. replaced by a beam reorder or a reset, is moved to a new room.
+    `transposed` stores a new room's last two dims swapped in memory (the returned views keep the
+    logical [..., tokens, dim] shape).
+    """
+    length, added = (view.shape[-2] if view.dim() == new.dim() else 0), new.shape[-2]
+    fits = (
+        room is not None
+        and view.data_ptr() == room.data_ptr()
+        and view.shape[:-2] == room.shape[:-2] == new.shape[:-2]
+        and view.stride() == room.stride()
+        and length + added <= room.shape[-2]
+    )
+    if not fits:
+        capacity, width = max(2 * (length + added), MIN_ROOM), new.shape[-1]
+        if transposed:
+            grown = new.new_empty((*new.shape[:-2], width, capacity)).transpose(-1, -2)
+        else:
+            grown = new.new_empty((*new.shape[:-2], capacity, width))
+        if length:
+            grown[..., :length, :] = view
+        room = grown
+    room[..., length : length + added, :] = new
+    return room[..., : length + added, :], room
+
+
+class GrowableLayer(DynamicLayer):
+    """`DynamicLayer` whose keys and values are views into buffers with spare room (`append_with_room`).
+
+    `crop` is inherited: it slices the views, and the next append overwrites the dropped tail.
+    `transposed_keys` keeps each head's keys as [dim, tokens] rows in memory (for `ATTENTION`).
+    """
+
+    def __init__(self, transposed_keys: bool = False, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.transposed_keys = transposed_keys
+        self._key_room: torch.Tensor | None = None
+        self._value_room: torch.Tensor | None = None
+
+    def update(
+        self, key_states: torch.Tensor, value_states: torch.Tensor, *args, **kwargs
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        self.keys, self._key_room = append_with_room(
+            self.keys, self._key_room, key_states, transposed=self.transposed_keys
+        )
+        self.values, self._value_room = append_with_room(self.values, self._value_room, value_states)
+        return self.keys, self.values
+
+
+class GrowableIndexedLayer(DynamicIndexedLayer, GrowableLayer):
+    """`DynamicIndexedLayer` (DSA: keys, values and indexer keys) with all three grown in place; the
+    indexer keys are stored transposed, the [dim, tokens] operand the indexer multiplies by."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._indexer_room: torch.Tensor | None = None
+
+    def update_indexer(self, indexer_key_states: torch.Tensor) -> torch.Tensor:
+        if not self.is_indexer_initialized:
+            self.lazy_initialization_indexer(indexer_key_states)
+        self.indexer_keys, self._indexer_room = append_with_room(
+            self.indexer_keys, self._indexer_room, indexer_key_states, transposed=True
+        )
+        return self.indexer_keys
+
+
+class GrowableCache(DynamicCache):
+    """`DynamicCache` whose full-attention and DSA layers grow in place; other layer kinds are kept."""
+
+    def __init__(self, config: PreTrainedConfig, *, transposed_keys: bool = False) -> None:
+        super().__init__(config=config)
+
+        def growable(layer: object) -> object:
+            if type(layer) is DynamicIndexedLayer:
+                return GrowableIndexedLayer()
+            if type(layer) is DynamicLayer:
+                return GrowableLayer(transposed_keys=transposed_keys)
+            return layer
+
+        self.layers = [growable(layer) for layer in self.layers]
+
+
+def single_token_attention(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    dropout: float = 0.0,
+    scaling: float | None = None,
+    **kwargs,
+) -> tuple[torch.Tensor, None]:
+    """transformers' `sdpa` attention, except for one query token without extras: two matmuls.
+
+    A decode step reads every cached key once. SDPA's CPU kernel does that at a few GFLOP/s with
+    small heads, and a [queries, dim] x [dim, tokens] matmul against keys stored transposed
+    (`GrowableLayer(transposed_keys=True)`) streams them about twice as fast. Query heads are
+    grouped per key head as `repeat_kv` pairs them, so no key is copied. Longer queries go to SDPA,
+    with the keys made contiguous first (SDPA is slow on the transposed layout).
+    """
+    plain = kwargs.get("softcap") is None and kwargs.get("s_aux") is None and kwargs.get("sliding_window") is None
+    if query.shape[2] != 1 or not plain or (dropout and module.training):
+        if key.stride(-1) != 1:
+            key = key.contiguous()
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout, scaling, **kwargs)
+    batch, heads, _, dim = query.shape
+    key_heads = key.shape[1]
+    grouped = query.reshape(batch, key_heads, heads // key_heads, dim) * (dim**-0.5 if scaling is None else scaling)
+    scores = torch.matmul(grouped, key.transpose(-1, -2)).float()
+    if attention_mask is not None:
+        if attention_mask.dtype == torch.bool:
+            scores = scores.masked_fill(~attention_mask, float("-inf"))
+        else:
+            scores = scores + attention_mask
+    output = torch.matmul(torch.softmax(scores, dim=-1).to(value.dtype), value)
+    return output.reshape(batch, heads, 1, -1).transpose(1, 2), None
+
+
+def single_token_experts(
+    self: nn.Module, hidden_states: torch.Tensor, top_k_index: torch.Tensor, top_k_weights: torch.Tensor
+) -> torch.Tensor:
+    """transformers' `grouped_mm` experts, except for one token: its k experts as plain matmuls.
+
+    For one token, `grouped_mm` still sorts, counts and offsets tokens per expert and runs two
+    grouped GEMMs over every expert's weights: a dozen ops, ~1 ms of a ~7 ms decode step here.
+    """
+    plain = self.has_gate and not (self.has_bias or self.is_transposed or self.has_post_expert_norm)
+    if hidden_states.shape[0] != 1 or not plain or self._is_expert_parallel:
+        return grouped_mm_experts_forward(self, hidden_states, top_k_index, top_k_weights)
+    output = None
+    for expert, weight in zip(top_k_index[0].tolist(), top_k_weights[0]):
+        hidden = self._apply_gate(F.linear(hidden_states, self.gate_up_proj[expert]))
+        term = F.linear(hidden, self.down_proj[expert]) * weight
+        output = term if output is None else output + term
+    return output.to(hidden_states.dtype)
+
+
+ATTENTION = EXPERTS = "swedojo_decode"
+"""The attention (`single_token_attention`, with SDPA's masks) and experts (`single_token_experts`)
+implementation the backend gives models that use transformers' `sdpa` and `grouped_mm` ones."""
+AttentionInterface.register(ATTENTION, single_token_attention)
+AttentionMaskInterface.register(ATTENTION, sdpa_mask)
+ExpertsInterface.register(EXPERTS, single_token_experts)
 
 
 @dataclass
@@ -107,8 +279,17 @@ class InProcessBackend:
         prefill_chunk: int = 2048,
         seed: int = 0,
     ) -> None:
-        """`retain_cache` False re-prefills the whole prompt every call (the baseline benchmarks compare)."""
-        prepare_glm_moe_dsa(model)
+        """`retain_cache` False re-prefills the whole prompt every call (the baseline benchmarks compare).
+
+        `model` is prepared in place: GLM-5's DSA layers as in `dsa.py`, and a model on `sdpa`
+        attention or `grouped_mm` experts gets `ATTENTION` or `EXPERTS` (the same for multi-token
+        forwards, faster one-token ones).
+        """
+        if not prepare_glm_moe_dsa(model) and model.config._attn_implementation == "sdpa":
+            model.set_attn_implementation(ATTENTION)
+        if getattr(model.config, "_experts_implementation", None) == "grouped_mm":
+            model.set_experts_implementation(EXPERTS)
+        self.transposed_keys = model.config._attn_implementation == ATTENTION
         self.model = model.eval()
         self.chat = GlmChat(tokenizer)
         self.name = name
@@ -210,7 +391,7 @@ class InProcessBackend:
         """The conversation's cache; dropped afterwards when not retained, or when a forward failed
         half-way (some layers would hold keys the id list does not)."""
         conversation = self._conversations.pop(conversation_id, None) or _Conversation(
-            DynamicCache(config=self.model.config)
+            GrowableCache(self.model.config, transposed_keys=self.transposed_keys)
         )
         yield conversation
         if self.retain_cache:
@@ -230,7 +411,7 @@ class InProcessBackend:
         common = min(common, len(prompt) - 1)  # the last prompt token is fed again for its logits
         if common < len(conversation.ids):
             if common == 0:
-                conversation.cache = DynamicCache(config=self.model.config)
+                conversation.cache = GrowableCache(self.model.config, transposed_keys=self.transposed_keys)
             else:
                 conversation.cache.crop(common - len(conversation.ids))  # 5.x: a negative count removes
             del conversation.ids[common:]
