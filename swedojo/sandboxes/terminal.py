@@ -399,12 +399,19 @@ class SubprocessTransport:
         if shell is None:
             return
         if force:
+            # The shell hears of the interrupt before its children die, so it drops the rest of the
+            # command line as after a plain Ctrl-C (an earlier SIGINT may never have reached it).
+            self._interrupt_group(shell)
             for _ in range(100):
                 victims = self._others(_process_table(), shell, since=self._since)
                 if not victims:
                     break
                 for pid in victims:
                     _signal(pid, signal.SIGKILL)
+        self._interrupt_group(shell)
+
+    @staticmethod
+    def _interrupt_group(shell: int) -> None:
         try:
             os.killpg(os.getpgid(shell), signal.SIGINT)
         except ProcessLookupError:

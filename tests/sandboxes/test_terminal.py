@@ -239,3 +239,13 @@ def test_timeout_ends_what_the_command_started_but_not_earlier_jobs(
     left = term.run("ps -eo args | grep -c '^sleep 30[23]'")
     assert left.output == "0\n", left.output
     term.run("kill $(cat keep.pid)")
+
+
+def test_a_forced_interrupt_alone_still_drops_the_rest_of_the_line(term: PersistentTerminal) -> None:
+    # Under load the first, polite SIGINT can miss the shell; the forced round must still stop the list.
+    transport = term._transport
+    polite_and_forced = transport.interrupt
+    transport.interrupt = lambda force=False: polite_and_forced(force=True) if force else None
+    result = term.run("echo started; sleep 100; echo never", timeout=1)
+    assert result.timed_out and result.output.startswith("started\n") and "never" not in result.output
+    assert term.run("echo ok").output == "ok\n"
