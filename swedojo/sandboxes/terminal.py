@@ -354,8 +354,10 @@ class SubprocessTransport:
         self._shell: int | None = None
         self._since = _mark()
         try:
+            # A harness started as a background job has SIGINT ignored, and a shell cannot undo an
+            # ignored SIGINT: without the reset, no interrupt would reach the commands.
             self._proc = subprocess.Popen(
-                list(argv),
+                ["env", "--default-signal=INT", *argv],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
