@@ -93,7 +93,9 @@ def _child(request: dict, fds: list[int], module: str) -> None:
     code = 1
     try:
         os.setpgid(0, 0)
-        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD, signal.SIGPIPE):
+        # As Python starts a process: SIGPIPE and SIGXFSZ stay ignored (the server is a Python process
+        # too); the rest at their defaults, even when the server was started as a background job.
+        for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
             signal.signal(sig, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.set_wakeup_fd(-1)
