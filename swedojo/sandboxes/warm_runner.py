@@ -19,7 +19,8 @@ from pydantic import BaseModel, ConfigDict
 
 RUNNER_DIR = "/tmp/.swedojo-runner"
 """Where the fork server's script, socket and log live inside the sandbox."""
-_SCRIPT = Path(__file__).with_name("forkserver.py")
+_SCRIPT = Path(__file__).with_name("forkserver.py").read_bytes()
+"""The fork server, read once: every pooled container start sends it."""
 _PYTHON_MODULE = re.compile(r"^(?P<python>(?:\S*/)?python[\d.]*) -m (?P<module>pytest)(?=\s|$)")
 
 
@@ -47,7 +48,7 @@ class WarmRunner(BaseModel):
 
     @property
     def script(self) -> bytes:
-        return _SCRIPT.read_bytes()
+        return _SCRIPT
 
     def start_argv(self, wait_s: float = 0.0) -> list[str]:
         """A one-off process that writes the script (given on stdin) and leaves the server running.
