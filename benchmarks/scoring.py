@@ -68,7 +68,7 @@ class TimedSandbox:
     def exec(self, command: str, timeout: float | None = None) -> ExecResult:
         start = time.perf_counter()
         result = self.sandbox.exec(command, timeout)
-        phase = "tests" if command.startswith(self.test_command) else "compile" if "py_compile" in command else "other"
+        phase = "tests" if command.startswith(self.test_command) else "compile" if "compile(" in command else "other"
         self.phases.add(phase, time.perf_counter() - start)
         return result
 

@@ -3,8 +3,8 @@
 Order inside the sandbox: the whole suite at base + test patch (tier 3's reference; taken from a
 `BaselineCache` instead when one holds it, e.g. for the other rollouts of an RL group), then
 SWE-bench grading (applies the candidate and the test patch once, runs the listed tests), then
-the static checks and the whole suite on that same tree. Grading statuses and the F2P/P2P
-maps are exactly `grading.grade_in_sandbox`'s.
+the static checks and, when some unlisted test passed at base, the whole suite on that same
+tree. Grading statuses and the F2P/P2P maps are exactly `grading.grade_in_sandbox`'s.
 """
 
 from __future__ import annotations

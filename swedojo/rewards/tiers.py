@@ -139,22 +139,44 @@ def environment_python(env: Environment) -> str:
     return first if re.fullmatch(r"(\S*/)?python[\d.]*", first) else "python3"
 
 
-def _compile_error(sandbox: Sandbox, python: str, path: str) -> str | None:
-    """Last line of py_compile's complaint about `path`, or None when it compiles.
+_COMPILE_SCRIPT = """
+import json, sys, traceback
+report = {"missing": [], "errors": {}}
+for path in sys.argv[1:]:
+    try:
+        with open(path, "rb") as handle:
+            source = handle.read()
+    except FileNotFoundError:
+        report["missing"].append(path)
+        continue
+    try:
+        compile(source, path, "exec", dont_inherit=True)
+    except Exception as exc:
+        report["errors"][path] = traceback.format_exception_only(type(exc), exc)[-1].strip()
+print(json.dumps(report))
+"""
+"""Compiles each file as `py_compile` does (bytes in, the source encoding honoured), writing nothing."""
 
-    The bytecode goes to a throwaway prefix so the work tree stays as the patch left it. The
-    prefix is set once py_compile is imported: set at startup (PYTHONPYCACHEPREFIX) it hides the
-    stdlib's bytecode, and every import would compile from source (a third of a second under
-    load). Same output as `python -m py_compile`. The subshell keeps `exit` from ending a
-    persistent terminal.
+
+def _compile_errors(sandbox: Sandbox, python: str, names: list[str]) -> tuple[list[str], dict[str, str]]:
+    """(files of `names` that exist, {file: last line of its compile error}), in one process.
+
+    `-I -S`: neither the work tree nor site-packages is on the path, so nothing the patch added
+    runs (a `json.py` at the repo root would otherwise be imported by the check itself). When
+    the interpreter cannot run the check, every file fails with its complaint, as a failed
+    `py_compile` would.
     """
-    script = "import sys, argparse, py_compile; sys.argv[0] = py_compile.__file__; sys.pycache_prefix = sys.argv.pop(1); sys.exit(py_compile.main())"
-    command = f'(d=$(mktemp -d); {python} -c {shlex.quote(script)} "$d" {shlex.quote(path)}; rc=$?; rm -rf "$d"; exit $rc)'
-    result = sandbox.exec(command)
-    if result.ok:
-        return None
-    lines = [line for line in result.output.strip().splitlines() if line.strip()]
-    return lines[-1].strip() if lines else f"exit {result.exit_code}"
+    result = sandbox.exec(shlex.join([python, "-I", "-S", "-c", _COMPILE_SCRIPT, *names]))
+    lines = result.output.strip().splitlines()
+    try:
+        report = json.loads(lines[-1]) if result.ok and lines else None
+    except ValueError:
+        report = None
+    if not isinstance(report, dict):
+        complaint = lines[-1].strip() if lines else f"exit {result.exit_code}"
+        return names, dict.fromkeys(names, f"the compile check did not run: {complaint}")
+    missing = set(report["missing"])
+    return [f for f in names if f not in missing], report["errors"]
 
 
 def _linter_command(sandbox: Sandbox, linter: Linter, python: str) -> str | None:
@@ -192,14 +214,12 @@ def static_tier(sandbox: Sandbox, env: Environment, instance: TaskInstance, cand
     """
     owned_by_tests = set(patch_files(instance.test_patch))
     names = [f for f in patch_files(candidate) if f.endswith(".py") and f not in owned_by_tests]
-    files = [f for f in names if sandbox.exec(f"test -f {shlex.quote(f)}").ok]
+    python = environment_python(env)
+    files, compile_errors = _compile_errors(sandbox, python, names) if names else ([], {})
     if not files:
         return _tier(1, 1.0, True, {"python_files": [], "checked": ["no Python file changed outside the tests"]})
-    python = environment_python(env)
-    bad: set[str] = set()
-    compile_errors = {f: err for f in files if (err := _compile_error(sandbox, python, f)) is not None}
-    bad.update(compile_errors)
-    evidence: dict[str, Any] = {"python_files": files, "checked": [f"{python} -m py_compile"], "compile_errors": compile_errors}
+    bad: set[str] = set(compile_errors)
+    evidence: dict[str, Any] = {"python_files": files, "checked": [f"{python} compile()"], "compile_errors": compile_errors}
     for linter in LINTERS:
         if not sandbox.exec(linter.configured).ok:
             continue
@@ -327,15 +347,17 @@ def verification_tier(
     """Tier 3: every other test that passed at base + test patch still passes; flaky tests excluded.
 
     Runs the whole suite on the graded tree (candidate + test patch). The listed F2P/P2P tests
-    are tier 2's; a test missing from the new log counts as failed. A judge, if given,
-    multiplies the score by its own and must accept the patch for the tier to pass.
+    are tier 2's; a test missing from the new log counts as failed. When no other test passed at
+    base (every test is listed, as in tasks whose PASS_TO_PASS is the whole suite) there is
+    nothing to watch and the suite is not run again. A judge, if given, multiplies the score by
+    its own and must accept the patch for the tier to pass.
     """
-    after = run_suite(sandbox, env)
     listed = set(instance.FAIL_TO_PASS) | set(instance.PASS_TO_PASS)
     flaky = set(env.spec.flaky_tests) | set(env.spec.network_tests)  # sandboxes have no network
     passing_at_base = sorted(t for t, s in baseline.statuses.items() if _passes(s) and t not in listed)
     watched = [t for t in passing_at_base if t not in flaky]
-    regressed = [t for t in watched if not _passes(after.statuses.get(t))]
+    after = run_suite(sandbox, env) if watched else None
+    regressed = [t for t in watched if after is not None and not _passes(after.statuses.get(t))]
     score = (len(watched) - len(regressed)) / len(watched) if watched else 1.0
     passed = not regressed
     evidence: dict[str, Any] = {
@@ -344,9 +366,11 @@ def verification_tier(
         "regressed": regressed[:MAX_LISTED],
         "regressed_count": len(regressed),
         "flaky_or_network_excluded": sorted(flaky.intersection(passing_at_base)),
-        "suite_exit_code": after.exit_code,
-        "suite_timed_out": after.timed_out,
     }
+    if after is None:
+        evidence["suite_not_rerun"] = "no other test passed at base"
+    else:
+        evidence |= {"suite_exit_code": after.exit_code, "suite_timed_out": after.timed_out}
     if judge is not None:
         verdict = judge.review(instance, candidate)
         score *= verdict.score

@@ -5,14 +5,15 @@ import sys
 from pathlib import Path
 
 import pytest
+from pydantic import PrivateAttr
 from taskrepo import SOURCE, TESTS, git, make_task_repo, source_patch
 
 from swedojo.repos import resolve_repo
 from swedojo.rewards.compose import RewardConfig, RewardMode, TierWeights, compose
 from swedojo.rewards.score import score
 from swedojo.rewards.tiers import BaselineCache, SuiteRun, Verdict, format_tier
-from swedojo.sandboxes.base import SandboxConfig
-from swedojo.sandboxes.environment import default_python_env
+from swedojo.sandboxes.base import ExecResult, Sandbox, SandboxConfig
+from swedojo.sandboxes.environment import Environment, default_python_env
 from swedojo.schema import EvalStatus, ExitStatus, RewardReport, Step, TaskInstance, TestStatus, Trajectory
 
 EQUAL = TierWeights(format=1, static=1, tests=1, verification=1)
@@ -69,10 +70,21 @@ def test_patch_that_does_not_compile_fails_static(calc):
     static = report.tiers[1]
     assert (static.score, static.passed) == (0.0, False)
     assert "SyntaxError" in static.evidence["compile_errors"]["calc.py"]
-    assert static.evidence["checked"] == ["python -m py_compile", "no linter configured and runnable"]
+    assert static.evidence["checked"] == ["python compile()", "no linter configured and runnable"]
     assert report.tiers[2].score == 0.0  # nothing imports
     assert report.reward == 0.25  # format only: the gate closes at static
     assert _rescore(report, PARTIAL) == 0.5  # format + a vacuous verification (no other tests)
+
+
+def test_modules_the_patch_adds_cannot_fake_the_compile_check(calc):
+    env, task = calc
+    fake = 'def dumps(report):\n    return \'{"missing": [], "errors": {}}\'\n'
+    new_file = f"diff --git a/json.py b/json.py\nnew file mode 100644\n--- /dev/null\n+++ b/json.py\n@@ -0,0 +1,2 @@\n"
+    new_file += "".join(f"+{line}\n" for line in fake.splitlines())
+    report = score(env, task, _run(source_patch("calc.py", SOURCE, SYNTAX_ERROR) + new_file), GATED)
+    static = report.tiers[1]
+    assert static.evidence["python_files"] == ["calc.py", "json.py"]
+    assert list(static.evidence["compile_errors"]) == ["calc.py"] and static.score == 0.5
 
 
 def test_patch_that_breaks_pass_to_pass_scores_tests_partially(calc):
@@ -156,6 +168,38 @@ def test_verification_catches_regressions_outside_the_listed_tests(calc):
     flaky = score(env, task, run, GATED)
     assert flaky.tiers[3].passed and flaky.tiers[3].evidence["flaky_or_network_excluded"] == ["test_calc.py::test_clamp_low"]
     assert flaky.reward == 1.0
+
+
+class CountingEnvironment(Environment):
+    """The task's environment, noting every test command its sandboxes run."""
+
+    _test_runs: list[str] = PrivateAttr(default_factory=list)
+
+    def open(self, commit: str | None = None, prepared: bool = True) -> Sandbox:
+        sandbox = super().open(commit, prepared)
+        plain_exec = sandbox.exec
+
+        def exec(command: str, timeout: float | None = None) -> ExecResult:
+            if command.startswith(self.spec.test_command):
+                self._test_runs.append(command)
+            return plain_exec(command, timeout)
+
+        sandbox.exec = exec  # type: ignore[method-assign]
+        return sandbox
+
+
+def test_the_suite_reruns_after_the_patch_only_when_an_unlisted_test_passed_at_base(calc):
+    env, task = calc
+    counting = CountingEnvironment.model_validate(env.model_dump())
+    report = score(counting, task, _run(task.patch), GATED)  # every test of the suite is listed
+    assert report.tiers[3].passed and report.tiers[3].evidence["suite_not_rerun"] == "no other test passed at base"
+    assert "suite_exit_code" not in report.tiers[3].evidence
+    assert [run == env.spec.test_command for run in counting._test_runs] == [True, False]  # suite at base, graded
+    counting._test_runs.clear()
+    fewer = task.model_copy(update={"PASS_TO_PASS": ["test_calc.py::test_add"]})
+    report = score(counting, fewer, _run(task.patch), GATED)
+    assert report.tiers[3].evidence["other_tests_passing_at_base"] == 1 and report.tiers[3].evidence["suite_exit_code"] == 0
+    assert [run == env.spec.test_command for run in counting._test_runs] == [True, False, True]
 
 
 class LineBudgetJudge:
