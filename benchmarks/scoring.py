@@ -188,7 +188,7 @@ def main() -> None:
     phases = {mode: Phases() for mode in MODES}
     reports: dict[str, list[RewardReport]] = {}
     order = ("cold", "pool", "warm", "warm", "pool", "cold") * (args.rounds // 2) + ("cold", "pool", "warm") * (args.rounds % 2)
-    with SandboxPool(size=args.workers, runners=False) as plain_pool, SandboxPool(size=args.workers) as warm_pool:
+    with SandboxPool(size=args.workers, runners=False, reuse=False) as plain_pool, SandboxPool(size=args.workers) as warm_pool:
         pools = {"cold": None, "pool": plain_pool, "warm": warm_pool}
         for mode in order:
             if pools[mode] is not None and not pools[mode].wait_ready(DEFAULT_PYTHON_IMAGE, 120, runner):

@@ -5,7 +5,10 @@ Layout of a sandbox container:
   container's stdin, which is this process's attach stream. When this process dies, even by
   SIGKILL, the stream closes, the supervisor exits and the daemon removes the container
   (`auto_remove`). Requests let the owner signal processes inside without starting a new process
-  there, so an interrupt works even when a fork bomb holds every pid.
+  there, so an interrupt works even when a fork bomb holds every pid. The two run as root with
+  one capability, CAP_KILL, so nothing the sandbox user runs can signal, trace or rewrite them;
+  everything else runs as the sandbox user, with no capability at all.
+- `reset()` makes a used container as a fresh one (see `_RESET`), for the pool to reuse.
 - The terminal's bash is one long-lived exec (stdin attached, no tty), driven by `PersistentTerminal`.
 - The root filesystem is read-only; the work tree and /tmp are size-capped tmpfs mounts owned by the
   sandbox user. The repository, checked out on the host, is streamed in as a tar through the shell
@@ -83,6 +86,49 @@ done 2>/dev/null
 once done: `int PID` sends SIGINT to process group PID; `kill PID` kills every process but PID,
 itself and init, in rounds until none is left (a fork bomb's children included). Only builtins,
 so it works when no pid is free."""
+
+_RESET = r"""shopt -s nullglob dotglob
+for dir in /tmp /dev/shm /dev/mqueue "$1"; do
+  entries=("$dir"/*)
+  ((${#entries[@]})) || continue
+  chmod -R u+rwX -- "${entries[@]}" 2>/dev/null
+  rm -rf -- "${entries[@]}" 2>/dev/null
+done
+ipcrm --all 2>/dev/null
+left=()
+for dir in /tmp /dev/shm /dev/mqueue "$1"; do
+  entries=("$dir"/*)
+  ((${#entries[@]})) && left+=("files in $dir: ${entries[*]:0:3}")
+done
+for kind in shm sem msg; do
+  lines=0
+  while read -r _; do ((lines++)); done < "/proc/sysvipc/$kind"
+  ((lines > 1)) && left+=("SysV $kind objects")
+done
+roots=0
+for d in /proc/[0-9]*; do
+  p=${d#/proc/}
+  [[ $p == $$ || $p == "$PPID" ]] && continue
+  read -r stat < "$d/stat" 2>/dev/null || continue
+  stat=${stat##*) }
+  [[ ${stat:0:1} == Z ]] && continue
+  uid=
+  { while read -r key value _; do [[ $key == Uid: ]] && { uid=$value; break; }; done < "$d/status"; } 2>/dev/null || continue
+  if [[ $uid == 0 ]]; then ((roots++)); else left+=("process $p (uid $uid)"); fi
+done
+((roots == 2)) || left+=("$roots root processes, not init and the supervisor")
+((${#left[@]})) || exit 0
+printf '%s\n' "${left[@]}"
+exit 1
+"""
+"""Run as the sandbox user after the supervisor killed every process: empty every place it can
+write (the work tree, /tmp, /dev/shm, /dev/mqueue; the root filesystem is read-only), remove its
+SysV IPC objects, then check with builtins only that nothing is left: no file there, no IPC
+object, no process but init and the supervisor (and this check). Exit 1 with what is left."""
+
+
+class ResetError(SandboxError):
+    """A used container could not be made as fresh (something the sandbox left survived the reset)."""
 
 
 class DockerUnavailableError(SandboxError):
@@ -346,6 +392,8 @@ class Container:
         self.owner_pid = os.getpid()
         self.runner: WarmRunner | None = None
         """The warm test runner started in it, if any (`start_runner`)."""
+        self.uses = 0
+        """How many times `reset()` made it fresh again."""
         self._removed = False
         self._lock = threading.Lock()
         self._request_lock = threading.Lock()
@@ -355,6 +403,7 @@ class Container:
         tmpfs_opts = f"rw,nosuid,nodev,size={config.disk_mb}m"
         host_config = client.create_host_config(
             init=True,
+            cap_add=["KILL"],  # the supervisor's, as root; processes of the sandbox user have none
             auto_remove=True,
             read_only=True,
             tmpfs={
@@ -383,7 +432,7 @@ class Container:
                 image,
                 command=["bash", "-c", _SUPERVISOR],
                 stdin_open=True,
-                user=SANDBOX_USER,
+                user="0:0",
                 working_dir=workdir,
                 environment={"HOME": SANDBOX_HOME},
                 labels=labels,
@@ -451,6 +500,27 @@ class Container:
                 f"cannot start the warm test runner in {self.short_id}: {(err or out).decode(errors='replace').strip()}"
             )
         self.runner = runner
+
+    def reset(self, runner_wait_s: float = 0.0) -> None:
+        """Make the container as a fresh start left it, warm runner and spare shell included.
+
+        Every process of the sandbox user is killed (by the root supervisor, which they cannot
+        touch), every place it can write is emptied and its IPC objects removed, and `_RESET`
+        checks that nothing is left; then the runner is started again, as on a fresh start.
+        Raises ResetError (the container must then be removed) when anything survived.
+        """
+        if self._spare is not None:
+            self._spare.close()
+            self._spare = None
+        self.request("kill", 0)
+        code, out, err = self.run(["bash", "-c", _RESET, "reset", self.workdir])
+        if code != 0:
+            said = (out + err).decode(errors="replace").strip().replace("\n", "; ")
+            raise ResetError(f"container {self.short_id} is not fresh after a reset: {said or f'exit {code}'}")
+        if self.runner is not None:
+            self.start_runner(self.runner, runner_wait_s)
+        self._spare = DockerTransport(self)
+        self.uses += 1
 
     def shell(self, archive: bytes = b"") -> DockerTransport:
         """A bash attached over an exec socket, with `archive` (a tar) unpacked into the work tree first.

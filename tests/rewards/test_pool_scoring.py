@@ -45,7 +45,7 @@ def test_pool_scores_exactly_as_cold_and_leaves_no_container() -> None:
     suite = load_suite("demo")
     task = suite.loaded.instances[0]
     cold = EnvironmentResolver(backend="docker", mirror=suite.mirror).resolve(task)
-    with SandboxPool(size=1) as pool:
+    with SandboxPool(size=1, reuse=False) as pool:
         warm = EnvironmentResolver(backend="docker", mirror=suite.mirror, pool=pool).resolve(task)
         assert "pool" not in warm.model_dump_json(), "the pool is not part of the recipe"
         runner = warm.warm_runner()
@@ -60,6 +60,26 @@ def test_pool_scores_exactly_as_cold_and_leaves_no_container() -> None:
             assert from_pool.tiers == from_cold.tiers and len(from_pool.tiers) == 4
             assert from_pool.reward == from_cold.reward
         assert _ours(), "the pool refilled"
+    assert not _ours(), "closing the pool removed its containers"
+
+
+def test_reused_containers_score_exactly_as_cold() -> None:
+    from swedojo.sandboxes.pool import SandboxPool
+
+    suite = load_suite("demo")
+    task = suite.loaded.instances[1]
+    cold = EnvironmentResolver(backend="docker", mirror=suite.mirror).resolve(task)
+    expected = {patch: score(cold, task, _submitted(task, patch)) for patch in (task.patch, "")}
+    with SandboxPool(size=1) as pool:
+        warm = EnvironmentResolver(backend="docker", mirror=suite.mirror, pool=pool).resolve(task)
+        served: list[str] = []
+        for patch in (task.patch, "", task.patch, task.patch, ""):
+            with warm.open(task.base_commit) as sandbox:
+                served.append(sandbox.container_id)
+            report = score(warm, task, _submitted(task, patch))
+            assert (report.status, report.tiers, report.reward) == (
+                expected[patch].status, expected[patch].tiers, expected[patch].reward)
+        assert len(set(served)) < len(served), "containers were reused"
     assert not _ours(), "closing the pool removed its containers"
 
 

@@ -220,7 +220,7 @@ def test_warm_pool_hands_out_ready_sandboxes(task_repo: tuple[Path, str]) -> Non
     from swedojo.sandboxes.pool import PoolClosedError, SandboxPool
 
     source, commit = task_repo
-    with SandboxPool(size=1) as pool:
+    with SandboxPool(size=1, reuse=False) as pool:  # reuse: test_reuse.py
         assert pool.wait_ready(PYTHON_IMAGE, timeout=60)
         sb = pool.acquire(PYTHON_IMAGE, source, commit)
         assert sb.exec("git rev-parse HEAD").output.strip() == commit

@@ -1,0 +1,133 @@
+"""Reused pool containers: what one sandbox leaves behind never reaches the next one.
+
+A released container goes back to the pool only after `Container.reset` killed every process of
+the sandbox user, emptied every place it can write and checked that nothing is left. Each test
+plants something a candidate's code could leave (a background process, files in every writable
+place, IPC objects, an attack on the supervisor or the test runner) and looks for it from the
+next sandbox of the same container.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import pytest
+from conftest import make_repo
+
+from swedojo.sandboxes.docker import DockerSandbox
+from swedojo.sandboxes.pool import SandboxPool
+from swedojo.sandboxes.warm_runner import WarmRunner
+
+pytestmark = pytest.mark.docker
+
+PYTHON_IMAGE = "swedojo/python:bookworm"
+RUNNER = WarmRunner(python="python3")
+
+LEAVE_BEHIND = r"""
+nohup sleep 1000 >/dev/null 2>&1 &
+setsid sh -c 'trap "" TERM HUP INT; while :; do sleep 1; done' >/dev/null 2>&1 &
+python3 -c 'import ctypes, os, time
+if os.fork() == 0:
+    ctypes.CDLL(None).prctl(4, 0)  # non-dumpable: its /proc entries belong to root
+    time.sleep(1000)' &
+mkdir -p /tmp/locked/deep && echo x > /tmp/locked/deep/f && chmod 000 /tmp/locked/deep /tmp/locked
+echo hidden > /tmp/.hidden; echo rc > /tmp/.bashrc; echo shm > /dev/shm/segment
+echo planted > /testbed/planted.py
+ipcmk -M 4096 >/dev/null && ipcmk -S 2 >/dev/null && ipcmk -Q >/dev/null
+python3 -c 'import ctypes; ctypes.CDLL(None).mq_open(b"/leftover", 0o100 | 0o2, 0o600, None)'
+echo planted
+"""
+
+LOOK = r"""
+for d in /proc/[0-9]*; do
+  read -r _ comm _ < "$d/stat" 2>/dev/null && echo "process $(grep -m1 Uid: $d/status | cut -f2) $comm"
+done
+ls -A /tmp /dev/shm /dev/mqueue /testbed
+ipcs | grep -E '^0x' || echo no-ipc
+"""
+
+
+@pytest.fixture
+def pool() -> Iterator[SandboxPool]:
+    with SandboxPool(size=1) as pool:
+        assert pool.wait_ready(PYTHON_IMAGE, 60, RUNNER)
+        yield pool
+
+
+def released_and_back(pool: SandboxPool, sandbox: DockerSandbox) -> DockerSandbox:
+    """Close `sandbox` and acquire until its container comes back from its reset."""
+    container_id = sandbox.container_id
+    sandbox.close()
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        again = pool.acquire(PYTHON_IMAGE, runner=RUNNER)
+        if again.container_id == container_id:
+            return again
+        again.close()
+    raise AssertionError("the released container never came back from its reset")
+
+
+def test_nothing_a_sandbox_leaves_reaches_the_next_one(pool: SandboxPool) -> None:
+    first = pool.acquire(PYTHON_IMAGE, runner=RUNNER)
+    assert first.exec(LEAVE_BEHIND).output.strip().endswith("planted")
+    planted = first.exec(LOOK).output
+    for trace in ("sleep", "locked", ".hidden", "segment", "planted.py", "leftover"):
+        assert trace in planted, planted
+    assert "no-ipc" not in planted
+    second = released_and_back(pool, first)
+    seen = second.exec(LOOK).output
+    processes = [tuple(line.split()[1:]) for line in seen.splitlines() if line.startswith("process ")]
+    assert sorted(p for p in processes if p[0] == "0") == [("0", "(bash)"), ("0", "(docker-init)")], seen
+    mine = [comm for uid, comm in processes if uid != "0"]
+    assert mine.count("(python3)") == 1 and set(mine) <= {"(python3)", "(bash)", "(grep)", "(cut)"}, seen
+    for trace in ("sleep", "locked", ".hidden", ".bashrc", "segment", "planted.py", "leftover", "0x"):
+        assert trace not in seen, seen
+    assert "no-ipc" in seen
+    second.close()
+
+
+def test_the_sandbox_user_cannot_touch_the_supervisor(pool: SandboxPool) -> None:
+    sandbox = pool.acquire(PYTHON_IMAGE, runner=RUNNER)
+    result = sandbox.exec("for p in 1 $(pgrep -u 0 -x bash); do kill -STOP $p; echo $?; done; cat /proc/1/environ; echo $?")
+    assert result.output.splitlines().count("1") == 3, result.output
+    assert "Permission denied" in result.output
+    assert sandbox.exec("timeout 5 sleep 30").exit_code == 124, "the supervisor still answers"
+    sandbox.close()
+
+
+def test_a_killed_or_replaced_runner_is_started_again(pool: SandboxPool, tmp_path) -> None:
+    repo = make_repo(tmp_path / "repo", {"tests/test_one.py": "def test_one():\n    assert True\n"})
+    first = pool.acquire(PYTHON_IMAGE, repo, "HEAD", runner=RUNNER)
+    served = first.exec("python3 -m pytest -q -p no:cacheprovider tests")
+    assert served.ok and "1 passed" in served.output
+    first.exec("pkill -KILL -f 'forkserver.py serve'; printf 'raise SystemExit(7)\\n' > /tmp/.swedojo-runner/forkserver.py")
+    assert first.exec("python3 -m pytest -q -p no:cacheprovider tests").exit_code == 7, "the tampered client ran"
+    first.close()
+    deadline = time.monotonic() + 60
+    while True:
+        second = pool.acquire(PYTHON_IMAGE, repo, "HEAD", runner=RUNNER)
+        if second.container_id == first.container_id or time.monotonic() > deadline:
+            break
+        second.close()
+    assert second.container_id == first.container_id
+    again = second.exec("python3 -m pytest -q -p no:cacheprovider tests; pgrep -u 1000 -f 'forkserver.py serve' | wc -l")
+    assert "1 passed" in again.output and again.output.split()[-1] == "1", again.output
+    second.close()
+
+
+def test_reuse_off_or_worn_out_removes_the_container() -> None:
+    with SandboxPool(size=1, reuse=False) as pool:
+        assert pool.wait_ready(PYTHON_IMAGE, 60)
+        first = pool.acquire(PYTHON_IMAGE)
+        first.close()
+        seen = {pool.acquire(PYTHON_IMAGE).container_id for _ in range(3)}
+        assert first.container_id not in seen
+    with SandboxPool(size=1, max_uses=2) as pool:
+        assert pool.wait_ready(PYTHON_IMAGE, 60)
+        ids = []
+        for _ in range(6):
+            sandbox = pool.acquire(PYTHON_IMAGE)
+            ids.append(sandbox.container_id)
+            sandbox.close()
+        assert max(ids.count(i) for i in ids) <= 2, ids
