@@ -5,11 +5,15 @@
 docker-up`), in three modes that score the same instances in the same order with the same workers:
 
 - cold: a container is started for each score and removed after it; nothing is kept between
-  scores, so each score runs the suite at base, the graded tests and the suite after (3 runs);
-- pool: containers come from a `SandboxPool` (started ahead by its thread, removed by another);
-- warm: that pool with pytest kept imported in each container (`sandboxes/forkserver.py`), and a
-  `BaselineCache` fresh for the round, so each group's first score runs the suite at base and the
-  others reuse it (the round pays for its misses).
+  scores, so each score runs the suite at base, the graded tests and, when some unlisted test
+  passed at base, the suite after (2 runs on the demo, whose PASS_TO_PASS is the whole suite);
+- pool: containers come from a `SandboxPool` (started ahead by its thread, removed by another,
+  never reused);
+- warm: the default pool: released containers are reset and reused (checked as fresh, see
+  `Container.reset`), pytest is kept imported in each by a fork server that also memoises
+  assertion rewriting (`sandboxes/forkserver.py`), and a `BaselineCache` fresh for the round, so
+  each group's first score runs the suite at base and the others reuse it (the round pays for
+  its misses).
 
 Rounds go cold, pool, warm, warm, pool, cold so that a drift in machine load weighs on all alike.
 Each score's wall time is split into: sandbox start (container start or pool acquire, repo

@@ -68,7 +68,7 @@ others() {
   local d p line
   for d in /proc/[0-9]*; do
     p=${d#/proc/}
-    [[ $p == 1 || $p == $$ || $p == "$1" ]] && continue
+    [[ $p == 1 || $p == $$ || ,$1, == *,$p,* ]] && continue
     read -r line < "$d/stat" 2>/dev/null || continue
     line=${line##*) }
     [[ ${line:0:1} == Z ]] || victims+=("$p")
@@ -83,11 +83,18 @@ while read -r seq op pid; do
 done 2>/dev/null
 """
 """The container's main process. Requests, one per line, `SEQ OP PID`, each answered with `SEQ`
-once done: `int PID` sends SIGINT to process group PID; `kill PID` kills every process but PID,
-itself and init, in rounds until none is left (a fork bomb's children included). Only builtins,
-so it works when no pid is free."""
+once done: `int PID` sends SIGINT to process group PID; `kill PID[,PID...]` kills every process
+but those, itself and init, in rounds until none is left (a fork bomb's children included). Only
+builtins, so it works when no pid is free."""
 
 _RESET = r"""shopt -s nullglob dotglob
+server=
+if [[ -n $2 ]] && read -r stat < "/proc/$2/stat" 2>/dev/null; then
+  rest=${stat##*) }
+  read -ra fields <<< "$rest"
+  # the same process (start time), running or asleep, not dumpable (its /proc entry is root's)
+  if [[ ${fields[19]} == "$3" && ${fields[0]} == [RS] && ! -O /proc/$2/stat ]]; then server=$2; else kill -KILL "$2" 2>/dev/null; fi
+fi
 for dir in /tmp /dev/shm /dev/mqueue "$1"; do
   entries=("$dir"/*)
   ((${#entries[@]})) || continue
@@ -108,7 +115,7 @@ done
 roots=0
 for d in /proc/[0-9]*; do
   p=${d#/proc/}
-  [[ $p == $$ || $p == "$PPID" ]] && continue
+  [[ $p == $$ || $p == "$PPID" || $p == "$server" ]] && continue
   read -r stat < "$d/stat" 2>/dev/null || continue
   stat=${stat##*) }
   [[ ${stat:0:1} == Z ]] && continue
@@ -117,14 +124,18 @@ for d in /proc/[0-9]*; do
   if [[ $uid == 0 ]]; then ((roots++)); else left+=("process $p (uid $uid)"); fi
 done
 ((roots == 2)) || left+=("$roots root processes, not init and the supervisor")
-((${#left[@]})) || exit 0
-printf '%s\n' "${left[@]}"
-exit 1
+if ((${#left[@]})); then printf '%s\n' "${left[@]}"; exit 1; fi
+[[ -n $server ]] && echo "server kept"
+exit 0
 """
-"""Run as the sandbox user after the supervisor killed every process: empty every place it can
-write (the work tree, /tmp, /dev/shm, /dev/mqueue; the root filesystem is read-only), remove its
-SysV IPC objects, then check with builtins only that nothing is left: no file there, no IPC
-object, no process but init and the supervisor (and this check). Exit 1 with what is left."""
+"""`reset WORKDIR [PID STARTTIME]`, run as the sandbox user after the supervisor killed every
+process but the warm runner's server PID: keep that server only if it is still the same process
+(start time), running, and not dumpable (nothing could trace it or write its memory; it may have
+been killed, stopped or replaced), else kill it. Then empty every place the user can write (the
+work tree, /tmp, /dev/shm, /dev/mqueue; the root filesystem is read-only), remove its SysV IPC
+objects, and check with builtins only that nothing is left: no file there, no IPC object, no
+process but init, the supervisor and the kept server (and this check). Exit 1 with what is
+left; print `server kept` when it was."""
 
 
 class ResetError(SandboxError):
@@ -365,14 +376,14 @@ class DockerTransport:
 
     def interrupt(self, force: bool = False) -> None:
         if force:
-            self._container.request("kill", self.pid)
+            self._container.request("kill", self.pid, *self._container.spared())
         self._container.request("int", self.pid)
 
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        self._container.request("kill", 0)
+        self._container.request("kill", *self._container.spared())
         for closable in (self._handle, self._sock):
             try:
                 closable.close()
@@ -394,6 +405,8 @@ class Container:
         """The warm test runner started in it, if any (`start_runner`)."""
         self.uses = 0
         """How many times `reset()` made it fresh again."""
+        self._server: tuple[str, str] | None = None
+        """The warm runner's server as (pid, start time), read when it started."""
         self._removed = False
         self._lock = threading.Lock()
         self._request_lock = threading.Lock()
@@ -471,7 +484,11 @@ class Container:
     def short_id(self) -> str:
         return self.id[:12]
 
-    def request(self, op: str, pid: int, timeout: float = 30.0) -> None:
+    def spared(self) -> tuple[int, ...]:
+        """Processes a kill request leaves alone: the warm runner's server (reset() checks it before reuse)."""
+        return (int(self._server[0]),) if self.runner is not None and self._server else ()
+
+    def request(self, op: str, *pids: int, timeout: float = 30.0) -> None:
         """Have the supervisor signal processes (see `_SUPERVISOR`) and wait until it did.
 
         Best effort: a no-op once the container is gone, given up after `timeout`.
@@ -480,7 +497,8 @@ class Container:
             self._requests += 1
             seq = str(self._requests).encode()
             try:
-                self._attach_sock.sendall(b"%s %s %d\n" % (seq, op.encode(), pid))
+                target = ",".join(str(pid) for pid in pids) or "0"
+                self._attach_sock.sendall(b"%s %s %s\n" % (seq, op.encode(), target.encode()))
             except (AttributeError, OSError, ValueError):
                 return
             deadline = time.monotonic() + timeout
@@ -500,24 +518,33 @@ class Container:
                 f"cannot start the warm test runner in {self.short_id}: {(err or out).decode(errors='replace').strip()}"
             )
         self.runner = runner
+        stat = out.decode(errors="replace")
+        fields = stat[stat.rfind(")") + 2 :].split()
+        self._server = (stat.split()[0], fields[19]) if len(fields) > 19 else None
 
     def reset(self, runner_wait_s: float = 0.0) -> None:
         """Make the container as a fresh start left it, warm runner and spare shell included.
 
         Every process of the sandbox user is killed (by the root supervisor, which they cannot
         touch), every place it can write is emptied and its IPC objects removed, and `_RESET`
-        checks that nothing is left; then the runner is started again, as on a fresh start.
+        checks that nothing is left. The runner's server is spared when it is provably the one
+        started here and untouched (its warm imports and memo carry over), else started again.
         Raises ResetError (the container must then be removed) when anything survived.
         """
         if self._spare is not None:
             self._spare.close()
             self._spare = None
-        self.request("kill", 0)
-        code, out, err = self.run(["bash", "-c", _RESET, "reset", self.workdir])
+        server = self._server if self.runner is not None else None
+        self.request("kill", *self.spared())
+        code, out, err = self.run(["bash", "-c", _RESET, "reset", self.workdir, *(server or ())])
         if code != 0:
             said = (out + err).decode(errors="replace").strip().replace("\n", "; ")
             raise ResetError(f"container {self.short_id} is not fresh after a reset: {said or f'exit {code}'}")
-        if self.runner is not None:
+        if self.runner is not None and b"server kept" in out:
+            code, out, err = self.run(["sh", "-c", self.runner.script_command()], self.runner.script)
+            if code != 0:
+                raise ResetError(f"cannot put the runner's client back in {self.short_id}: {(err or out).decode(errors='replace').strip()}")
+        elif self.runner is not None:
             self.start_runner(self.runner, runner_wait_s)
         self._spare = DockerTransport(self)
         self.uses += 1

@@ -1,24 +1,35 @@
 """A warm test runner that lives inside a sandbox: `python -m MODULE ARGS` without the imports.
 
-Copied into a sandbox and run by its own interpreter, so stdlib only (Python >= 3.9).
+Copied into a sandbox and run by its own interpreter, so stdlib only (Python >= 3.9, Linux).
 
-`serve SOCKET MODULE` binds a unix socket, imports MODULE (pytest and its built-in plugins:
-a quarter of a second per run that nothing about the repo changes), then forks one child per
-request. `run SOCKET MODULE ARGS...` is the client a test command becomes: it hands the server
-its argv, working directory, environment and its stdin/stdout/stderr, forwards SIGINT, SIGTERM
-and SIGHUP to the child, and exits with the child's status (128 + N when killed by signal N,
-as a shell reports it). The child behaves as `python -m MODULE ARGS` started in that directory
-with that environment: it writes straight to the client's descriptors, `sys.path[0]` is the
-working directory, and nothing of the repository was imported before the fork.
+`serve NAME MODULE` imports MODULE (pytest and its built-in plugins: a quarter of a second per
+run that nothing about the repo changes), listens on the abstract unix socket NAME, writes its
+pid to the file NAME + ".pid" and forks one child per request. `run NAME MODULE ARGS...` is the
+client a test command becomes: it hands the server its argv, working directory, environment and
+its stdin/stdout/stderr, forwards SIGINT, SIGTERM and SIGHUP to the child, and exits with the
+child's status (128 + N when killed by signal N, as a shell reports it). The child behaves as
+`python -m MODULE ARGS` started in that directory with that environment: it writes straight to
+the client's descriptors, `sys.path[0]` is the working directory, and nothing of the repository
+was imported before the fork.
 
-The client runs the command itself (exec, same process) whenever the server cannot serve it
+The command runs plainly instead (the client execs it) whenever the server cannot serve it
 exactly: no server; a different interpreter-level environment (`PYTHON*` variables, which the
 interpreter reads at startup); or a module the server imported that this command would find
-elsewhere or changed (the server lists each top-level module's file, size and mtime in
-`modules.json`; the client looks every one up as a plain run would, with its own import
-system and the working directory first on the path, so a repo that shadows or is one of them
-(pytest's own repository, an editable install) is run plainly). A client killed mid-run takes
-the child's process group down with it (the server sees the connection close).
+elsewhere or changed. The child checks the last before it runs anything: it looks up every
+top-level module the server imported, as a plain run would (its import system, the working
+directory first on the path), against the file, size and mtime the server loaded it from, so a
+repo that shadows or is one of them (pytest's own repository, an editable install) runs plainly.
+A client killed mid-run takes the child's process group down with it.
+
+The server outlives the sandboxes of a reused container, so nothing the sandbox user runs may
+change it: it is not dumpable (same-uid processes cannot trace it or write its memory), keeps
+its module table in memory, listens on an abstract socket (no file to replace), and imports
+nothing after it starts. For pytest it also memoises assertion rewriting: a child sends a test
+module's path and bytes, the server rewrites them with pytest's own rewriter (parsing and
+compiling only, no code of the module runs) and keeps the code object under (path, sha256 of
+the bytes, the ini flag the rewriter reads). Anything the memo cannot reproduce exactly (a
+warning while compiling, a rewriter that reads more of the config, another pytest) makes the
+child rewrite the module itself.
 """
 
 from __future__ import annotations
@@ -32,7 +43,15 @@ import struct
 import sys
 
 _STATUS = struct.Struct("!i")
-_MAX_REQUEST = 1 << 22
+_LENGTH = struct.Struct("!I")
+_PLAIN = -1
+"""Status sent instead of an exit status: the server cannot serve this command, run it plainly."""
+_MAX_HEADER = 1 << 22
+_MAX_SOURCE = 1 << 24
+_MEMO_BYTES = 1 << 27
+"""The rewrite memo is emptied when its code objects pass this size."""
+_PR_SET_DUMPABLE = 4
+_IO_TIMEOUT_S = 10.0
 
 
 def _interpreter_env(env: dict[str, str]) -> dict[str, str]:
@@ -88,27 +107,152 @@ def _exit_code(status: int) -> int:
     return os.WEXITSTATUS(status)
 
 
-def _child(request: dict, fds: list[int], module: str) -> None:
+def _address(name: str) -> str:
+    return "\0" + name
+
+
+def _frame(header: dict) -> bytes:
+    data = json.dumps(header).encode()
+    return _LENGTH.pack(len(data)) + data
+
+
+def _read_exact(conn: socket.socket, size: int, start: bytes = b"") -> bytes:
+    data = bytearray(start)
+    while len(data) < size:
+        chunk = conn.recv(min(size - len(data), 1 << 20))
+        if not chunk:
+            raise EOFError("the peer went away")
+        data += chunk
+    return bytes(data)
+
+
+def _prctl_dumpable(value: int) -> None:
+    import ctypes
+
+    if ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_DUMPABLE, value, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_DUMPABLE) failed")
+
+
+def _ask_rewrite(name: str, path: str, source: bytes, hook: bool):
+    """The rewritten code of a test module from the server's memo, or None (then the child rewrites it)."""
+    import marshal
+
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(_IO_TIMEOUT_S)
+            conn.connect(_address(name))
+            conn.sendall(_frame({"op": "rewrite", "path": path, "hook": hook, "size": len(source)}) + source)
+            size = _LENGTH.unpack(_read_exact(conn, _LENGTH.size))[0]
+            return marshal.loads(_read_exact(conn, size)) if size else None
+    except (OSError, EOFError, ValueError, TypeError):
+        return None
+
+
+def _memoise_rewrites(name: str) -> None:
+    """In a pytest child: take rewritten test modules from the server's memo (see the module docstring)."""
+    try:
+        from _pytest.assertion import rewrite
+    except ImportError:
+        return
+    original = getattr(rewrite, "_rewrite_test", None)
+    if original is None:
+        return
+
+    def _rewrite_test(fn, config):
+        stat = os.stat(fn)
+        source = fn.read_bytes()
+        try:
+            hook = bool(config.getini("enable_assertion_pass_hook")) if config is not None else False
+        except Exception:
+            return original(fn, config)
+        code = _ask_rewrite(name, str(fn), source, hook) if len(source) <= _MAX_SOURCE else None
+        return (stat, code) if code is not None else original(fn, config)
+
+    rewrite._rewrite_test = _rewrite_test
+
+
+class _IniOnly:
+    """The one config value pytest's assertion rewriter reads; anything else it asks for fails the memo."""
+
+    def __init__(self, hook: bool) -> None:
+        self._hook = hook
+
+    def getini(self, name: str):
+        if name != "enable_assertion_pass_hook":
+            raise LookupError(name)
+        return self._hook
+
+
+class _Rewrites:
+    """The server's memo of rewritten test modules: marshaled code, or b"" where the child must rewrite."""
+
+    def __init__(self) -> None:
+        import ast
+        import hashlib
+        import marshal
+        import warnings
+
+        from _pytest.assertion.rewrite import rewrite_asserts
+
+        self._ast, self._hashlib, self._marshal, self._warnings = ast, hashlib, marshal, warnings
+        self._rewrite_asserts = rewrite_asserts
+        self._codes: dict[tuple[str, bytes, bool], bytes] = {}
+        self._bytes = 0
+
+    def code(self, path: str, source: bytes, hook: bool) -> bytes:
+        key = (path, self._hashlib.sha256(source).digest(), hook)
+        if key not in self._codes:
+            if self._bytes > _MEMO_BYTES:
+                self._codes.clear()
+                self._bytes = 0
+            self._codes[key] = self._rewrite(path, source, hook)
+            self._bytes += len(self._codes[key])
+        return self._codes[key]
+
+    def _rewrite(self, path: str, source: bytes, hook: bool) -> bytes:
+        try:
+            with self._warnings.catch_warnings(record=True) as caught:
+                self._warnings.simplefilter("always")
+                tree = self._ast.parse(source, filename=path)
+                self._rewrite_asserts(tree, source, path, _IniOnly(hook))
+                code = compile(tree, path, "exec", dont_inherit=True)
+        except Exception:
+            return b""  # the child's own rewrite raises what a plain run would
+        return b"" if caught else self._marshal.dumps(code)
+
+
+def _child(request: dict, fds: list[int], module: str, table: dict, plain_w: int, name: str) -> None:
     """In the forked child: become `python -m module argv...` on the client's descriptors. Never returns."""
     code = 1
     try:
         os.setpgid(0, 0)
+        _prctl_dumpable(1)  # as any process the client would have started
         # As Python starts a process: SIGPIPE and SIGXFSZ stay ignored (the server is a Python process
         # too); the rest at their defaults, even when the server was started as a background job.
         for sig in (signal.SIGINT, signal.SIGQUIT, signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
             signal.signal(sig, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.set_wakeup_fd(-1)
-        for target, fd in enumerate(fds):
-            os.dup2(fd, target)
-            os.close(fd)
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
+        servable = _found_alike(table)
+    except BaseException:
+        servable = False
+    if not servable:  # nothing ran yet: the client runs the command itself
+        os.write(plain_w, b"p")
+        os._exit(0)
+    try:
+        os.close(plain_w)
+        for target, fd in enumerate(fds):
+            os.dup2(fd, target)
+            os.close(fd)
         if not getattr(sys.flags, "safe_path", False):
             sys.path[0] = request["cwd"]
         sys.path_importer_cache.clear()
         sys.argv = [module, *request["argv"]]
+        if module == "pytest":
+            _memoise_rewrites(name)
         import runpy
 
         try:
@@ -147,39 +291,75 @@ def _flush() -> None:
             pass
 
 
-def serve(path: str, module: str) -> None:
+def _send_status(conn: socket.socket, status: int) -> None:
+    try:
+        conn.sendall(_STATUS.pack(status))
+    except OSError:
+        pass
+    conn.close()
+
+
+def _request(conn: socket.socket) -> tuple[dict, list[int], bytes]:
+    """(header, passed fds, bytes after the header) of a new connection."""
+    data, fds, _, _ = socket.recv_fds(conn, 1 << 16, 3)
+    try:
+        size = _LENGTH.unpack(_read_exact(conn, _LENGTH.size, data[: _LENGTH.size]))[0]
+        if size > _MAX_HEADER:
+            raise ValueError("header too long")
+        rest = data[_LENGTH.size :]
+        header_and_more = _read_exact(conn, size, rest[:size])
+        header = json.loads(header_and_more)
+        if not isinstance(header, dict):
+            raise ValueError("header is not an object")
+        return header, fds, rest[size:]
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+
+
+def serve(name: str, module: str) -> None:
     import importlib
+    import runpy  # noqa: F401  (the child's, imported here once)
     import select
 
     importlib.import_module(module)
+    rewrites = None
     if module == "pytest":
         from _pytest.config import default_plugins
 
-        for name in default_plugins:
+        for plugin in default_plugins:
             try:
-                importlib.import_module(f"_pytest.{name}")
+                importlib.import_module(f"_pytest.{plugin}")
             except ImportError:
                 pass
-    import runpy  # noqa: F401  (the child's, imported here once)
+        try:
+            rewrites = _Rewrites()
+        except ImportError:
+            pass
+    import ctypes  # noqa: F401  (the child's prctl)
 
-    table = os.path.join(os.path.dirname(path), "modules.json")
-    with open(table + ".partial", "w") as handle:
-        json.dump(_module_table(), handle)
-    os.replace(table + ".partial", table)
+    table = _module_table()
+    _prctl_dumpable(0)
+    sys.path[0] = "/nonexistent/swedojo-forkserver"  # no import after this point reads a writable place
+    os.chdir("/")
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    listener.bind(path)  # until here, clients find no server and run plainly
+    listener.bind(_address(name))  # until here, clients find no server and run plainly
     listener.listen(16)
+    with open(name + ".pid.partial", "w") as handle:
+        handle.write(f"{os.getpid()}\n")
+    os.replace(name + ".pid.partial", name + ".pid")
     startup_env = _interpreter_env(dict(os.environ))
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.set_wakeup_fd(wake_w)
-    children: dict[int, socket.socket] = {}
+    children: dict[int, tuple[socket.socket, int]] = {}
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
     while True:
         try:
-            readable, _, _ = select.select([listener, wake_r, *children.values()], [], [])
+            readable, _, _ = select.select([listener, wake_r, *(c for c, _ in children.values())], [], [])
         except InterruptedError:
             continue
         if wake_r in readable:
@@ -191,14 +371,12 @@ def serve(path: str, module: str) -> None:
                 break
             if pid == 0:
                 break
-            conn = children.pop(pid, None)
-            if conn is not None:
-                try:
-                    conn.sendall(_STATUS.pack(_exit_code(status)))
-                except OSError:
-                    pass
-                conn.close()
-        for pid, conn in list(children.items()):
+            if pid in children:
+                conn, plain_r = children.pop(pid)
+                said = os.read(plain_r, 1)
+                os.close(plain_r)
+                _send_status(conn, _PLAIN if said == b"p" else _exit_code(status))
+        for pid, (conn, _) in list(children.items()):
             if conn in readable:  # the client went away (killed): so does the run
                 try:
                     os.killpg(pid, signal.SIGKILL)
@@ -207,63 +385,73 @@ def serve(path: str, module: str) -> None:
         if listener not in readable:
             continue
         conn, _ = listener.accept()
+        conn.settimeout(_IO_TIMEOUT_S)
         try:
-            message, fds, _, _ = socket.recv_fds(conn, _MAX_REQUEST, 3)
-            request = json.loads(message)
-        except (OSError, ValueError):
+            header, fds, rest = _request(conn)
+        except (OSError, ValueError, EOFError):
             conn.close()
             continue
-        if len(fds) != 3 or _interpreter_env(request["env"]) != startup_env:
+        if header.get("op") == "rewrite":
             for fd in fds:
                 os.close(fd)
-            conn.sendall(_STATUS.pack(-1))  # not servable here: the client runs it itself
+            try:
+                size = int(header["size"])
+                source = _read_exact(conn, size, rest[:size]) if 0 <= size <= _MAX_SOURCE else None
+                code = rewrites.code(str(header["path"]), source, bool(header["hook"])) if rewrites and source is not None else b""
+                conn.sendall(_LENGTH.pack(len(code)) + code)
+            except (OSError, ValueError, EOFError, KeyError, TypeError):
+                pass
             conn.close()
             continue
+        if len(fds) != 3 or not isinstance(header.get("env"), dict) or _interpreter_env(header["env"]) != startup_env:
+            for fd in fds:
+                os.close(fd)
+            _send_status(conn, _PLAIN)
+            continue
+        plain_r, plain_w = os.pipe()
         pid = os.fork()
         if pid == 0:
             listener.close()
             conn.close()
+            for other, other_r in children.values():
+                other.close()
+                os.close(other_r)
+            os.close(plain_r)
             os.close(wake_r)
             os.close(wake_w)
-            _child(request, fds, module)
+            _child(header, fds, module, table, plain_w, name)
+        os.close(plain_w)
+        os.set_blocking(plain_r, False)
         for fd in fds:
             os.close(fd)
         try:
             os.setpgid(pid, pid)
         except OSError:
             pass  # the child did it first, or already exited
-        conn.sendall(_STATUS.pack(pid))
-        children[pid] = conn
+        conn.settimeout(None)
+        try:
+            conn.sendall(_STATUS.pack(pid))
+        except OSError:
+            pass
+        children[pid] = (conn, plain_r)
 
 
 def _receive_int(conn: socket.socket) -> int | None:
-    data = b""
-    while len(data) < _STATUS.size:
-        chunk = conn.recv(_STATUS.size - len(data))
-        if not chunk:
-            return None
-        data += chunk
-    return _STATUS.unpack(data)[0]
+    try:
+        return _STATUS.unpack(_read_exact(conn, _STATUS.size))[0]
+    except EOFError:
+        return None
 
 
-def run(path: str, module: str, argv: list[str]) -> None:
+def run(name: str, module: str, argv: list[str]) -> None:
     def itself() -> None:
         os.execv(sys.executable, [sys.executable, "-m", module, *argv])
 
-    try:
-        with open(os.path.join(os.path.dirname(path), "modules.json")) as handle:
-            table = json.load(handle)
-    except (OSError, ValueError):
-        itself()
-        return
-    if not _found_alike(table):
-        itself()
-        return
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        conn.connect(path)
-        request = {"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)}
-        socket.send_fds(conn, [json.dumps(request).encode()], [0, 1, 2])
+        conn.connect(_address(name))
+        request = {"op": "run", "argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)}
+        socket.send_fds(conn, [_frame(request)], [0, 1, 2])
         pid = _receive_int(conn)
     except OSError as exc:
         if exc.errno not in (errno.ENOENT, errno.ECONNREFUSED, errno.EPIPE, errno.ECONNRESET):
@@ -287,14 +475,18 @@ def run(path: str, module: str, argv: list[str]) -> None:
     if code is None:
         print("forkserver: the server went away mid-run", file=sys.stderr)
         sys.exit(1)
+    if code == _PLAIN:  # the child found this command not servable before it ran anything
+        conn.close()
+        itself()
+        return
     sys.exit(code)
 
 
 if __name__ == "__main__":
-    command, path, module, *rest = sys.argv[1:]
+    command, name, module, *rest = sys.argv[1:]
     if command == "serve":
-        serve(path, module)
+        serve(name, module)
     elif command == "run":
-        run(path, module, rest)
+        run(name, module, rest)
     else:
         sys.exit(f"forkserver: unknown command {command!r}")

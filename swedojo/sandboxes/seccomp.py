@@ -79,6 +79,8 @@ def policy(network: bool) -> tuple[Rule, ...]:
         Rule(("clone",), arg=0, any_bits=sum(CLONE_NEW_FLAGS.values())),
         Rule(("chmod", "fchmod"), arg=1, any_bits=SETID_BITS),
         Rule(("fchmodat", "fchmodat2"), arg=2, any_bits=SETID_BITS),
+        # other processes' limits (a reused container's warm runner outlives its sandboxes)
+        Rule(("prlimit64",), arg=0, not_equal=0),
     ]
     if not network:
         rules.append(Rule(("socket", "socketpair"), arg=0, not_equal=AF_UNIX))

@@ -18,7 +18,9 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 RUNNER_DIR = "/tmp/.swedojo-runner"
-"""Where the fork server's script, socket and log live inside the sandbox."""
+"""Where the fork server's script, pid file and log live inside the sandbox."""
+SOCKET_NAME = f"{RUNNER_DIR}/socket"
+"""The fork server's abstract socket (no file: nothing in the sandbox can replace it)."""
 _SCRIPT = Path(__file__).with_name("forkserver.py").read_bytes()
 """The fork server, read once: every pooled container start sends it."""
 _PYTHON_MODULE = re.compile(r"^(?P<python>(?:\S*/)?python[\d.]*) -m (?P<module>pytest)(?=\s|$)")
@@ -53,24 +55,34 @@ class WarmRunner(BaseModel):
     def start_argv(self, wait_s: float = 0.0) -> list[str]:
         """A one-off process that writes the script (given on stdin) and leaves the server running.
 
-        With `wait_s`, it returns once the server listens (its imports done) or after that long;
+        With `wait_s`, it returns once the server listens (its imports done) or after that long,
+        and prints the server's `/proc/PID/stat` line (its pid and start time identify it later);
         either way commands are right: before the server listens they run plainly.
         """
         directory = shlex.quote(RUNNER_DIR)
         variables = [f"{k}={v}" for k, v in self.env]
-        serve = shlex.join(["env", *variables, self.python, f"{RUNNER_DIR}/forkserver.py", "serve", f"{RUNNER_DIR}/socket", self.module])
+        serve = shlex.join(["env", *variables, self.python, f"{RUNNER_DIR}/forkserver.py", "serve", SOCKET_NAME, self.module])
+        pid_file = shlex.quote(f"{SOCKET_NAME}.pid")
         rounds = int(wait_s / 0.02)
         script = (
-            f"mkdir -p {directory} && cat > {directory}/forkserver.py && "
+            f"{self.script_command()} && "
             f"(setsid {serve} </dev/null >{directory}/log 2>&1 &) && "
-            f"for _ in $(seq {rounds}); do [ -S {directory}/socket ] && break; sleep 0.02; done"
+            f"for _ in $(seq {rounds}); do [ -s {pid_file} ] && break; sleep 0.02; done; "
+            f"if [ -s {pid_file} ]; then read -r pid < {pid_file} && cat /proc/$pid/stat; fi"
         )
         return ["sh", "-c", script]
+
+    @staticmethod
+    def script_command() -> str:
+        """Shell that writes the script, given on stdin, where clients run it (again after a reset emptied /tmp)."""
+        directory = shlex.quote(RUNNER_DIR)
+        return f"mkdir -p {directory} && cat > {directory}/forkserver.py"
 
     def rewrite(self, command: str) -> str:
         """`command` sent to the warm server when it runs this runner's module; else unchanged."""
         prefix = f"{self.python} -m {self.module}"
         if not command.startswith(prefix) or not (command == prefix or command[len(prefix)].isspace()):
             return command
-        client = shlex.join([self.python, f"{RUNNER_DIR}/forkserver.py", "run", f"{RUNNER_DIR}/socket", self.module])
+        # -I -S: the client only passes the command on; a plain run (its fallback) is exec'd as given.
+        client = shlex.join([self.python, "-I", "-S", f"{RUNNER_DIR}/forkserver.py", "run", SOCKET_NAME, self.module])
         return client + command[len(prefix):]

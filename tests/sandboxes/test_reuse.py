@@ -116,6 +116,18 @@ def test_a_killed_or_replaced_runner_is_started_again(pool: SandboxPool, tmp_pat
     second.close()
 
 
+def test_the_sandbox_user_cannot_change_the_kept_runner(pool: SandboxPool) -> None:
+    sandbox = pool.acquire(PYTHON_IMAGE, runner=RUNNER)
+    server = sandbox.exec("pgrep -f 'forkserver.py serve'").output.split()
+    assert len(server) == 1
+    attacks = (f"prlimit --pid {server[0]} --nofile=8:8", f"cat /proc/{server[0]}/environ",
+               f"python3 -c 'open(\"/proc/{server[0]}/mem\", \"r+b\")'", "ulimit -n 512")
+    results = [sandbox.exec(attack) for attack in attacks]
+    assert [r.ok for r in results] == [False, False, False, True], [r.output for r in results]
+    assert "Operation not permitted" in results[0].output and "Permission denied" in results[2].output
+    sandbox.close()
+
+
 def test_reuse_off_or_worn_out_removes_the_container() -> None:
     with SandboxPool(size=1, reuse=False) as pool:
         assert pool.wait_ready(PYTHON_IMAGE, 60)

@@ -56,7 +56,7 @@ def test_runner_serves_only_module_runs_of_its_interpreter() -> None:
     for other in ("pytest -rA", "python3 -m pytestx", "tox -e py", "cd x && python3 -m pytest", "python3 -m unittest"):
         assert WarmRunner.for_command(other) is None, other
     served = runner.rewrite(PLAIN + " 'tests/test_a.py::test b'")
-    assert served == f"python3 {RUNNER_DIR}/forkserver.py run {RUNNER_DIR}/socket pytest -rA -p no:cacheprovider 'tests/test_a.py::test b'"
+    assert served == f"python3 -I -S {RUNNER_DIR}/forkserver.py run {RUNNER_DIR}/socket pytest -rA -p no:cacheprovider 'tests/test_a.py::test b'"
     for untouched in ("python3 -m pytestx", "python -m pytest", "echo python3 -m pytest", "python3 -c 1"):
         assert runner.rewrite(untouched) == untouched
 
@@ -100,7 +100,7 @@ def _plain(command: str) -> str:
 
 @pytest.mark.docker
 def test_served_runs_match_plain_runs(warm: DockerSandbox) -> None:
-    assert warm.exec(f"test -S {RUNNER_DIR}/socket").ok, "a pooled container counts as ready once its runner listens"
+    assert warm.exec(f"test -s {RUNNER_DIR}/socket.pid").ok, "a pooled container counts as ready once its runner listens"
     for args in ("tests/test_basic.py", "tests/test_basic.py -k 'passes or environment'", "tests/test_nothing.py", "-k nomatch"):
         served = warm.exec(f"{PLAIN} {args}")
         plain = warm.exec(_plain(f"{PLAIN} {args}"))
@@ -129,9 +129,10 @@ def test_a_timeout_kills_the_served_run_and_later_runs_still_work(warm: DockerSa
     assert slow.timed_out
     leftovers = warm.exec("ps -eo args | grep -c '[t]ests/test_slow.py' || true").output.strip()
     assert leftovers == "0", "the timed-out test process is gone"
-    # the docker terminal's forced interrupt ends every process but its own, the runner too: plain runs from here on
+    # the docker terminal's forced interrupt ends every process but its shell and the runner's server
     again = warm.exec(f"{PLAIN} tests/test_basic.py")
     assert again.exit_code == 1 and "1 failed, 3 passed" in again.output
+    assert "PARENT=python3 /tmp/.swedojo-runner/forkserver.py serve" in again.output, "still served"
 
 
 @pytest.mark.docker
