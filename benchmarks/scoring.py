@@ -165,8 +165,9 @@ def pytest_split(env: Environment, warm: Environment, reps: int = 3) -> dict[str
 
 MODES = {
     "cold": "a container started per score, removed after it; nothing kept between scores",
-    "pool": "containers from a SandboxPool started ahead and removed in the background",
-    "warm": "pool + pytest kept imported in each pooled container + the group's baseline run reused",
+    "pool": "containers from a SandboxPool started ahead and removed in the background (never reused)",
+    "warm": "the default pool: containers reset and reused, pytest kept imported (rewrites memoised), "
+            "the group's baseline run reused",
 }
 
 

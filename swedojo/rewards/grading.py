@@ -49,35 +49,38 @@ def apply_commands(path: str) -> list[str]:
 def apply_patch(sandbox: Sandbox, patch: str, what: str = "patch") -> str:
     """Apply a diff in the work tree: `git apply`, then `patch --fuzz=5` (SWE-bench's fallbacks).
 
-    The patch travels base64-encoded through the terminal, so any bytes survive any backend.
-    Returns the command that worked; raises PatchApplyError with the last error line.
+    The patch travels base64-encoded through the terminal, so any bytes survive any backend;
+    staging, the fallbacks in order and the cleanup are one command. Returns the command that
+    worked; raises PatchApplyError with the last error line.
     """
     if not patch.endswith("\n"):
         patch += "\n"
     path = f"/tmp/swedojo-{secrets.token_hex(8)}.diff"
+    marker = f"swedojo-applied-{secrets.token_hex(8)}:"
     encoded = base64.b64encode(patch.encode("utf-8", errors="surrogateescape")).decode()
-    wrote = sandbox.exec(f"printf %s {encoded} | base64 -d > {path}")
-    if not wrote.ok:
-        raise PatchApplyError(f"could not stage the {what}: {wrote.output.strip()[-200:]}")
-    attempts = apply_commands(path)
-    last = ""
-    try:
-        for command in attempts:
-            result = sandbox.exec(command)
-            if result.ok:
-                return command.split(" ")[0] + (" apply" if command.startswith("git") else "")
-            last = result.output.strip().splitlines()[-1] if result.output.strip() else f"exit {result.exit_code}"
-    finally:
-        sandbox.exec(f"rm -f {path}")
-    raise PatchApplyError(f"{what} does not apply: {last}")
+    commands = apply_commands(path)
+    steps = [f"printf %s {encoded} | base64 -d > {path} || {{ rm -f {path}; echo {marker}staging; exit 1; }}"]
+    steps += [f"{{ {command}; }} && {{ rm -f {path}; echo {marker}{i}; exit 0; }}" for i, command in enumerate(commands)]
+    result = sandbox.exec(f"( {'; '.join(steps)}; rm -f {path}; exit 1 )")
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    said = lines[-1].removeprefix(marker) if lines and lines[-1].startswith(marker) else None
+    if result.ok and said is not None and said.isdigit():
+        command = commands[int(said)]
+        return command.split(" ")[0] + (" apply" if command.startswith("git") else "")
+    if said == "staging":
+        raise PatchApplyError(f"could not stage the {what}: {' '.join(lines[:-1])[-200:]}")
+    raise PatchApplyError(f"{what} does not apply: {lines[-1] if lines else f'exit {result.exit_code}'}")
 
 
 def restore_files(sandbox: Sandbox, commit: str, files: list[str]) -> None:
-    """Put `files` back as they are at `commit`; those that do not exist there are removed."""
+    """Put `files` back as they are at `commit` (one command); those that do not exist there are removed."""
+    steps = []
     for f in files:
         path, ref = shlex.quote(f), shlex.quote(f"{commit}:{f}")
         restore = f"git checkout -q {shlex.quote(commit)} -- {path}"
-        sandbox.exec(f"if git cat-file -e {ref} 2>/dev/null; then {restore}; else rm -f {path}; fi")
+        steps.append(f"if git cat-file -e {ref} 2>/dev/null; then {restore}; else rm -f {path}; fi")
+    if steps:
+        sandbox.exec("\n".join(steps))
 
 
 def test_command(spec: EnvSpec, tests: list[str]) -> str:

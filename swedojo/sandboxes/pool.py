@@ -212,8 +212,8 @@ class SandboxPool:
                 try:
                     container.reset(RUNNER_WAIT_S)
                     fresh = True
-                except SandboxError:
-                    fresh = False  # not provably fresh: it goes
+                except Exception:  # not provably fresh (or the daemon failed): it goes
+                    fresh = False
                 with self._cond:
                     self._resetting[key] -= 1
                     kept = fresh and not self._closed

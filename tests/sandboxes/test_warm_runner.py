@@ -46,6 +46,11 @@ def test_served_by():
     "tests/test_slow.py": "import time\n\n\ndef test_sleeps():\n    time.sleep(600)\n",
     "sub/tests/test_sub.py": "def test_in_sub():\n    assert True\n",
     "shadow/iniconfig.py": "raise ImportError('SHADOWED: the repo has its own iniconfig')\n",
+    # same bytes, two paths: a memo keyed by content alone would report the wrong file
+    "twins/test_a.py": "def test_twin():\n    value = [1, 2]\n    assert value == [1, 3]\n",
+    "twins/test_b.py": "def test_twin():\n    value = [1, 2]\n    assert value == [1, 3]\n",
+    # compiling warns (invalid escape): the warning must show as in a plain run
+    "twins/test_warns.py": "PATTERN = '\\d+'\n\n\ndef test_pattern():\n    assert PATTERN\n",
 }
 
 
@@ -111,6 +116,20 @@ def test_served_runs_match_plain_runs(warm: DockerSandbox) -> None:
     assert "PARENT=python3 /tmp/.swedojo-runner/forkserver.py serve" not in warm.exec(_plain(f"{PLAIN} tests/test_basic.py")).output
     assert warm.exec(f"{PLAIN} tests/test_nothing.py").exit_code == 4  # usage error: no such file
     assert warm.exec(f"{PLAIN} -k nomatch").exit_code == 5  # nothing collected
+
+
+@pytest.mark.docker
+def test_memoised_assertion_rewriting_reports_as_a_plain_run(warm: DockerSandbox) -> None:
+    fresh = "rm -rf twins/__pycache__"  # no bytecode left by the run before (pytest writes it here)
+    warm.exec(fresh)
+    plain = warm.exec(_plain(f"{PLAIN} twins"))
+    assert "twins/test_a.py:3: AssertionError" in plain.output and "twins/test_b.py:3: AssertionError" in plain.output
+    assert "invalid escape sequence" in plain.output
+    for _ in range(2):  # the first run fills the server's memo, the second reads it
+        warm.exec(fresh)
+        served = warm.exec(f"{PLAIN} twins")
+        assert (served.exit_code, _same(served.output)) == (plain.exit_code, _same(plain.output))
+    assert "forkserver.py serve" in warm.exec(f"{PLAIN} tests/test_basic.py -k served").output, "served"
 
 
 @pytest.mark.docker
