@@ -15,6 +15,7 @@ from swedojo.rewards.grading import PatchApplyError, grade_in_sandbox, in_fresh_
 from swedojo.rewards.tiers import (
     BaselineCache,
     Judge,
+    SuiteRun,
     format_tier,
     skipped_tier,
     static_tier,
@@ -40,15 +41,13 @@ def score_in_sandbox(
     candidate = trajectory.patch
     baseline = None
     if candidate.strip():
-        key = BaselineCache.key(env, instance)
-        baseline = baselines.get(key) if baselines is not None else None
-        if baseline is None:
-            try:
-                baseline = suite_at_base(sandbox, env, instance)
-            except PatchApplyError as exc:
-                return RewardReport(instance_id=instance.instance_id, status=EvalStatus.INFRA_ERROR, error=f"task is broken: {exc}")
-            if baselines is not None:
-                baselines.put(key, baseline)
+        def run() -> SuiteRun:
+            return suite_at_base(sandbox, env, instance)
+
+        try:
+            baseline = baselines.get_or_run(BaselineCache.key(env, instance), run) if baselines is not None else run()
+        except PatchApplyError as exc:
+            return RewardReport(instance_id=instance.instance_id, status=EvalStatus.INFRA_ERROR, error=f"task is broken: {exc}")
     report = grade_in_sandbox(sandbox, env, instance, candidate)
     if report.status == EvalStatus.INFRA_ERROR:
         report.reward = 0.0

@@ -13,6 +13,7 @@ import os
 import re
 import shlex
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -302,6 +303,7 @@ class BaselineCache:
     def __init__(self, directory: Path | None = None) -> None:
         self.directory = directory
         self._runs: dict[str, SuiteRun] = {}
+        self._running: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
 
     @staticmethod
@@ -323,6 +325,27 @@ class BaselineCache:
             with self._lock:
                 self._runs[key] = run
         return run
+
+    def get_or_run(self, key: str, run: Callable[[], SuiteRun]) -> SuiteRun:
+        """The kept run for `key`, else `run()`'s (kept); scores of one group that start together
+        wait for the first one's run instead of repeating it (when it is not kept, one of them runs)."""
+        while (found := self.get(key)) is None:
+            with self._lock:
+                running = self._running.get(key)
+                if running is None:
+                    mine = self._running[key] = threading.Event()
+            if running is not None:
+                running.wait()
+                continue
+            try:
+                result = run()
+                self.put(key, result)
+                return result
+            finally:
+                with self._lock:
+                    del self._running[key]
+                mine.set()
+        return found
 
     def put(self, key: str, run: SuiteRun) -> None:
         if run.timed_out:

@@ -2,6 +2,9 @@
 
 import shutil
 import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -266,3 +269,38 @@ def test_a_timed_out_baseline_is_not_kept(tmp_path):
     cache = BaselineCache(tmp_path)
     cache.put("k", SuiteRun(statuses={}, exit_code=None, timed_out=True))
     assert cache.get("k") is None and not list(tmp_path.iterdir())
+
+
+def test_scores_of_a_group_that_start_together_run_the_baseline_once():
+    cache, calls, started = BaselineCache(), [], threading.Event()
+    done = SuiteRun(statuses={"test_a": TestStatus.PASSED}, exit_code=0, timed_out=False)
+
+    def slow_run() -> SuiteRun:
+        calls.append(threading.get_ident())
+        started.set()
+        time.sleep(0.3)
+        return done
+
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(cache.get_or_run, "k", slow_run)
+        started.wait()
+        second = pool.submit(cache.get_or_run, "k", slow_run)  # asks while the first still runs
+        assert first.result() == second.result() == done
+    assert len(calls) == 1
+
+
+def test_when_the_first_baseline_fails_a_waiting_score_runs_its_own():
+    cache, started = BaselineCache(), threading.Event()
+
+    def failing_run() -> SuiteRun:
+        started.set()
+        time.sleep(0.2)
+        raise RuntimeError("sandbox died")
+
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(cache.get_or_run, "k", failing_run)
+        started.wait()
+        second = pool.submit(cache.get_or_run, "k", lambda: SuiteRun(statuses={}, exit_code=0, timed_out=False))
+        with pytest.raises(RuntimeError):
+            first.result()
+        assert second.result().exit_code == 0
