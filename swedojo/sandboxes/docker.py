@@ -406,7 +406,7 @@ class Container:
         self.uses = 0
         """How many times `reset()` made it fresh again."""
         self._server: tuple[str, str] | None = None
-        """The warm runner's server as (pid, start time), read when it started."""
+        """The warm runner's server as (pid, start time), read when `start_runner` started it."""
         self._removed = False
         self._lock = threading.Lock()
         self._request_lock = threading.Lock()
@@ -486,7 +486,7 @@ class Container:
 
     def spared(self) -> tuple[int, ...]:
         """Processes a kill request leaves alone: the warm runner's server (reset() checks it before reuse)."""
-        return (int(self._server[0]),) if self.runner is not None and self._server else ()
+        return (int(self._server[0]),) if self._server else ()
 
     def request(self, op: str, *pids: int, timeout: float = 30.0) -> None:
         """Have the supervisor signal processes (see `_SUPERVISOR`) and wait until it did.
@@ -534,9 +534,8 @@ class Container:
         if self._spare is not None:
             self._spare.close()
             self._spare = None
-        server = self._server if self.runner is not None else None
         self.request("kill", *self.spared())
-        code, out, err = self.run(["bash", "-c", _RESET, "reset", self.workdir, *(server or ())])
+        code, out, err = self.run(["bash", "-c", _RESET, "reset", self.workdir, *(self._server or ())])
         if code != 0:
             said = (out + err).decode(errors="replace").strip().replace("\n", "; ")
             raise ResetError(f"container {self.short_id} is not fresh after a reset: {said or f'exit {code}'}")

@@ -187,20 +187,22 @@ class _Rewrites:
     """The server's memo of rewritten test modules: marshaled code, or b"" where the child must rewrite."""
 
     def __init__(self) -> None:
-        import ast
-        import hashlib
-        import marshal
-        import warnings
+        # Imported once here, at startup; the imports in the methods below only look them up.
+        import ast  # noqa: F401
+        import hashlib  # noqa: F401
+        import marshal  # noqa: F401
+        import warnings  # noqa: F401
 
         from _pytest.assertion.rewrite import rewrite_asserts
 
-        self._ast, self._hashlib, self._marshal, self._warnings = ast, hashlib, marshal, warnings
         self._rewrite_asserts = rewrite_asserts
         self._codes: dict[tuple[str, bytes, bool], bytes] = {}
         self._bytes = 0
 
     def code(self, path: str, source: bytes, hook: bool) -> bytes:
-        key = (path, self._hashlib.sha256(source).digest(), hook)
+        import hashlib
+
+        key = (path, hashlib.sha256(source).digest(), hook)
         if key not in self._codes:
             if self._bytes > _MEMO_BYTES:
                 self._codes.clear()
@@ -210,15 +212,19 @@ class _Rewrites:
         return self._codes[key]
 
     def _rewrite(self, path: str, source: bytes, hook: bool) -> bytes:
+        import ast
+        import marshal
+        import warnings
+
         try:
-            with self._warnings.catch_warnings(record=True) as caught:
-                self._warnings.simplefilter("always")
-                tree = self._ast.parse(source, filename=path)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                tree = ast.parse(source, filename=path)
                 self._rewrite_asserts(tree, source, path, _IniOnly(hook))
                 code = compile(tree, path, "exec", dont_inherit=True)
         except Exception:
             return b""  # the child's own rewrite raises what a plain run would
-        return b"" if caught else self._marshal.dumps(code)
+        return b"" if caught else marshal.dumps(code)
 
 
 def _child(request: dict, fds: list[int], module: str, table: dict, plain_w: int, name: str) -> None:
@@ -337,7 +343,7 @@ def serve(name: str, module: str) -> None:
             rewrites = _Rewrites()
         except ImportError:
             pass
-    import ctypes  # noqa: F401  (the child's prctl)
+    import ctypes  # noqa: F401  (the child's prctl; imported before the table, so it is checked too)
 
     table = _module_table()
     _prctl_dumpable(0)

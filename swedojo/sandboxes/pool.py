@@ -177,9 +177,12 @@ class SandboxPool:
         if self._closed:
             raise PoolClosedError("the sandbox pool is closed")
 
+    def _ready_or_resetting(self, key: Key) -> int:
+        return len(self._ready.get(key, [])) + self._resetting.get(key, 0)
+
     def _next_key(self) -> Key | None:
-        for key, ready in self._ready.items():
-            if key not in self._failed and len(ready) + self._resetting.get(key, 0) < self.size:
+        for key in self._ready:
+            if key not in self._failed and self._ready_or_resetting(key) < self.size:
                 return key
         return None
 
@@ -190,7 +193,7 @@ class SandboxPool:
             include=CONTAINER_FIELDS
         ) == self.config.model_dump(include=CONTAINER_FIELDS)
         # Up to twice `size`: whoever released it usually acquires again right away.
-        wanted = key in self._ready and len(self._ready[key]) + self._resetting.get(key, 0) < 2 * self.size
+        wanted = key in self._ready and self._ready_or_resetting(key) < 2 * self.size
         if self.reuse and fits and wanted and container.uses + 1 < self.max_uses:
             return key
         return None

@@ -55,13 +55,13 @@ def pool() -> Iterator[SandboxPool]:
         yield pool
 
 
-def released_and_back(pool: SandboxPool, sandbox: DockerSandbox) -> DockerSandbox:
-    """Close `sandbox` and acquire until its container comes back from its reset."""
+def released_and_back(pool: SandboxPool, sandbox: DockerSandbox, *source: object) -> DockerSandbox:
+    """Close `sandbox` and acquire (with `source`: repo and commit) until its container comes back from its reset."""
     container_id = sandbox.container_id
     sandbox.close()
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
-        again = pool.acquire(PYTHON_IMAGE, runner=RUNNER)
+        again = pool.acquire(PYTHON_IMAGE, *source, runner=RUNNER)
         if again.container_id == container_id:
             return again
         again.close()
@@ -103,14 +103,7 @@ def test_a_killed_or_replaced_runner_is_started_again(pool: SandboxPool, tmp_pat
     assert served.ok and "1 passed" in served.output
     first.exec("pkill -KILL -f 'forkserver.py serve'; printf 'raise SystemExit(7)\\n' > /tmp/.swedojo-runner/forkserver.py")
     assert first.exec("python3 -m pytest -q -p no:cacheprovider tests").exit_code == 7, "the tampered client ran"
-    first.close()
-    deadline = time.monotonic() + 60
-    while True:
-        second = pool.acquire(PYTHON_IMAGE, repo, "HEAD", runner=RUNNER)
-        if second.container_id == first.container_id or time.monotonic() > deadline:
-            break
-        second.close()
-    assert second.container_id == first.container_id
+    second = released_and_back(pool, first, repo, "HEAD")
     again = second.exec("python3 -m pytest -q -p no:cacheprovider tests; pgrep -u 1000 -f 'forkserver.py serve' | wc -l")
     assert "1 passed" in again.output and again.output.split()[-1] == "1", again.output
     second.close()
@@ -133,7 +126,10 @@ def test_reuse_off_or_worn_out_removes_the_container() -> None:
         assert pool.wait_ready(PYTHON_IMAGE, 60)
         first = pool.acquire(PYTHON_IMAGE)
         first.close()
-        seen = {pool.acquire(PYTHON_IMAGE).container_id for _ in range(3)}
+        seen = []
+        for _ in range(3):
+            with pool.acquire(PYTHON_IMAGE) as sandbox:
+                seen.append(sandbox.container_id)
         assert first.container_id not in seen
     with SandboxPool(size=1, max_uses=2) as pool:
         assert pool.wait_ready(PYTHON_IMAGE, 60)
