@@ -22,12 +22,19 @@ from swedojo.agent.policies import Policy, RunContext
 from swedojo.repolaunch.errors import LaunchError
 from swedojo.repos import resolve_repo
 from swedojo.rewards.compose import RewardConfig, TierWeights, compose
-from swedojo.rewards.grading import PatchApplyError, apply_patch, grade, in_fresh_sandbox
-from swedojo.rewards.tiers import BaselineCache, format_tier, skipped_tier, static_tier
+from swedojo.rewards.grading import grade, in_fresh_sandbox
 from swedojo.rewards.score import score
+from swedojo.rewards.tiers import BaselineCache, format_tier, skipped_tier, static_tier
 from swedojo.sandboxes.base import Sandbox, SandboxConfig
 from swedojo.sandboxes.environment import Environment, default_python_env
-from swedojo.schema import EvalStatus, ExitStatus, RewardReport, TaskInstance, Trajectory
+from swedojo.schema import (
+    EvalStatus,
+    ExitStatus,
+    RewardReport,
+    TaskInstance,
+    Trajectory,
+)
+from swedojo.testrun.patches import PatchApplyError, apply_patch
 
 if TYPE_CHECKING:
     from swedojo.sandboxes.pool import SandboxPool

@@ -60,6 +60,15 @@ diff --git a/test_calc.py b/test_calc.py
 '''
 
 
+def write_tree(root: Path, files: dict[str, str]) -> Path:
+    """Write `files` (relative path -> text) under `root`; returns `root`."""
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
 def git(cwd: Path, *args: str) -> str:
     env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@t", "GIT_AUTHOR_DATE": "2024-01-01T00:00:00Z",

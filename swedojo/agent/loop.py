@@ -13,15 +13,27 @@ import time
 from datetime import datetime, timezone
 
 from pydantic import BaseModel, Field
-from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
+from tenacity import (
+    retry,
+    retry_if_exception_type,
+    stop_after_attempt,
+    wait_exponential,
+)
 
-from swedojo.agent.backends import Generation, Message, ModelBackend, SamplingParams, TransientBackendError
+from swedojo.agent.backends import (
+    Generation,
+    Message,
+    ModelBackend,
+    SamplingParams,
+    TransientBackendError,
+)
 from swedojo.agent.backends.openai_http import RAW_ARGUMENTS_KEY
 from swedojo.agent.policies import RunContext
-from swedojo.repolaunch.parsers import parse_log
-from swedojo.rewards.grading import patch_files, test_command
 from swedojo.sandboxes.base import Sandbox, SandboxError
 from swedojo.schema import EnvSpec, ExitStatus, Step, TaskInstance, ToolCall, Trajectory
+from swedojo.testrun.command import selects_tests
+from swedojo.testrun.patches import patch_files
+from swedojo.testrun.run import TestRunError, run_tests
 from swedojo.tools.base import ToolContext, ToolResult
 from swedojo.tools.dispatch import FormatErrorCounter
 from swedojo.tools.formats import get_format
@@ -102,16 +114,18 @@ def verify(sandbox: Sandbox, spec: EnvSpec | None, patch: str) -> str:
     if spec is None:
         return ""
     tests = related_tests(sandbox, patch)
-    if not tests:
+    if not tests or not selects_tests(spec):  # the whole suite would report failures that are not the change's
         return ""
-    result = sandbox.exec(test_command(spec, tests), timeout=900)
-    statuses = parse_log(spec.log_parser, result.output)
-    failing = sorted(t for t, s in statuses.items() if not s.counts_as_pass and s.value != "SKIPPED")
-    if result.ok and not failing:
+    try:
+        result = run_tests(sandbox, spec, tests, agent_shell=True)
+    except TestRunError as exc:
+        return f"Verification could not read the tests' results: {exc}"
+    failing = result.failing()
+    if result.exit_code == 0 and not result.timed_out and not failing:
         return ""
     listed = "\n".join(failing[:20]) or f"(exit code {result.exit_code}, no per-test results)"
     return (f"Verification failed: tests related to your change do not pass:\n{listed}\n"
-            f"--- log tail ---\n{result.output[-2000:]}\nFix this, then submit again.")
+            f"--- log tail ---\n{result.log[-2000:]}\nFix this, then submit again.")
 
 
 def structured_calls(calls: list[ToolCall]) -> tuple[list[ToolCall], list[FormatError]]:

@@ -8,9 +8,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Protocol
 
-from swedojo.rewards.grading import apply_commands
 from swedojo.sandboxes.base import Sandbox
 from swedojo.schema import EnvSpec, ExitStatus, Step, TaskInstance, ToolCall, Trajectory
+from swedojo.testrun.patches import apply_commands
 
 
 def _no_checkpoint(trajectory: Trajectory) -> None:

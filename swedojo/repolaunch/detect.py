@@ -70,7 +70,7 @@ class RepoAnalysis(BaseModel):
     test_command: str = ""
     """Runs the whole suite; test ids may be appended."""
     log_parser: str = ""
-    """Parser name in `parsers.PARSERS` for the test command's output."""
+    """Parser name in `swedojo.testrun.parsers.PARSERS` for the test command's output."""
     resolution_date: str = ""
     """Dependencies are resolved as of this instant (ISO 8601, UTC); empty = latest."""
     dependency_files: list[str] = Field(default_factory=list)

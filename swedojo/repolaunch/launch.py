@@ -274,12 +274,12 @@ def _validated(spec: EnvSpec, source: Path, log: BuildLog, runs: int, test_timeo
     config = SandboxConfig(command_timeout_s=test_timeout, total_time_s=(runs + 2) * test_timeout)
     env = environment(spec, source, config)
     with prepared_sandbox(env, spec.commit, log, test_timeout) as sandbox:
-        baseline = validate(sandbox, spec.test_command, spec.log_parser, log, runs, test_timeout)
+        baseline = validate(sandbox, spec, log, runs, test_timeout)
     needs_network: list[str] = []
     if has_failures(baseline.test_status):
         online = env.model_copy(update={"config": config.model_copy(update={"network": True})})
         with prepared_sandbox(online, spec.commit, log, test_timeout) as sandbox:
-            needs_network = network_tests(sandbox, spec.test_command, spec.log_parser, log, baseline, test_timeout)
+            needs_network = network_tests(sandbox, spec, log, baseline, test_timeout)
     return spec.model_copy(update={"test_status": baseline.test_status, "flaky_tests": baseline.flaky_tests,
                                    "network_tests": needs_network})
 

@@ -8,15 +8,14 @@ that need it (`EnvSpec.network_tests`), kept out of baselines like flaky ones.
 
 from __future__ import annotations
 
-import shlex
-
 from pydantic import BaseModel, Field
 
 from swedojo.repolaunch.buildlog import BuildLog
 from swedojo.repolaunch.errors import DiscoveryError, ValidateError
-from swedojo.repolaunch.parsers import WORST_FIRST, check_counts, parse_log
-from swedojo.sandboxes.base import ExecResult, Sandbox
-from swedojo.schema import TestStatus
+from swedojo.sandboxes.base import Sandbox
+from swedojo.schema import EnvSpec, TestStatus
+from swedojo.testrun.parsers import WORST_FIRST, check_counts
+from swedojo.testrun.run import SuiteRun, TestRunError, passed, run_suite
 
 
 class Baseline(BaseModel):
@@ -43,40 +42,36 @@ def merge_runs(runs: list[dict[str, TestStatus]]) -> tuple[dict[str, TestStatus]
     return merged, flaky
 
 
-def _run(sandbox: Sandbox, test_command: str, log: BuildLog, timeout: float) -> tuple[str, ExecResult]:
-    """Run the suite once; its whole output (into a file, not through the terminal, whose output
-    cap would cut the middle) and the outcome."""
-    home = sandbox.exec('printf %s "$HOME"').output.strip() or "/tmp"
-    report = f"{home}/.swedojo-test-output"
-    log.write(f"$ {test_command}\n")
-    outcome = sandbox.exec(f"( {test_command} ) > {shlex.quote(report)} 2>&1", timeout=timeout)
-    output = sandbox.read_file(report).decode("utf-8", errors="replace")
-    log.write(output + f"\n[exit {outcome.exit_code} after {outcome.duration_s:.1f}s]\n")
-    return output, outcome
+def _run(sandbox: Sandbox, spec: EnvSpec, log: BuildLog, timeout: float) -> SuiteRun:
+    """Run the whole suite once, its whole log copied into the build log."""
+    try:
+        run = run_suite(sandbox, spec, timeout)
+    except TestRunError as exc:
+        raise ValidateError(str(exc), log.path) from exc
+    log.write(f"$ {run.command}\n{run.log}\n[exit {run.exit_code} after {run.duration_s:.1f}s]\n")
+    return run
 
 
-def validate(sandbox: Sandbox, test_command: str, log_parser: str, log: BuildLog,
-             runs: int = 2, timeout: float = 1800.0) -> Baseline:
-    """Run `test_command` `runs` times; the first run must yield tests, and some test must pass."""
+def validate(sandbox: Sandbox, spec: EnvSpec, log: BuildLog, runs: int = 2, timeout: float = 1800.0) -> Baseline:
+    """Run the suite `runs` times; the first run must yield tests, and some test must pass."""
     results: list[dict[str, TestStatus]] = []
     problems: list[list[str]] = []
     for index in range(runs):
         log.begin(f"test run {index + 1}/{runs}")
-        output, outcome = _run(sandbox, test_command, log, timeout)
-        if outcome.timed_out:
+        run = _run(sandbox, spec, log, timeout)
+        if run.timed_out:
             raise ValidateError(f"test run {index + 1} timed out after {timeout:.0f}s", log.path)
-        parsed = parse_log(log_parser, output)
-        if index == 0 and not parsed:
+        if index == 0 and not run.statuses:
             raise DiscoveryError(
-                f"`{test_command}` (exit {outcome.exit_code}) gave no test results for parser {log_parser!r}",
+                f"`{run.command}` (exit {run.exit_code}) gave no test results for parser {spec.log_parser!r}",
                 log.path)
-        found = check_counts(log_parser, output, parsed, outcome.exit_code)
+        found = check_counts(spec.log_parser, run.log, run.statuses, run.exit_code)
         for problem in found:
             log.write(f"count check: {problem}\n")
-        results.append(parsed)
+        results.append(run.statuses)
         problems.append(found)
     merged, flaky = merge_runs(results)
-    if not any(status.counts_as_pass for run in results for status in run.values()):
+    if not any(passed(status) for run in results for status in run.values()):
         raise ValidateError(f"no test passed ({len(merged)} found): the environment looks broken", log.path)
     log.write(f"baseline: {len(merged)} tests, {len(flaky)} flaky\n")
     return Baseline(test_status=merged, flaky_tests=flaky, count_problems=problems)
@@ -87,14 +82,11 @@ def has_failures(statuses: dict[str, TestStatus]) -> bool:
     return any(status in (TestStatus.FAILED, TestStatus.ERROR) for status in statuses.values())
 
 
-def network_tests(sandbox: Sandbox, test_command: str, log_parser: str, log: BuildLog, baseline: Baseline,
-                  timeout: float = 1800.0) -> list[str]:
+def network_tests(sandbox: Sandbox, spec: EnvSpec, log: BuildLog, baseline: Baseline, timeout: float = 1800.0) -> list[str]:
     """One run in a sandbox with the network on: the tests that pass only there (flaky ones aside)."""
     log.begin("test run with the network on (tests failed with it off)")
-    output, _ = _run(sandbox, test_command, log, timeout)
-    online = parse_log(log_parser, output)
+    online = _run(sandbox, spec, log, timeout)
     found = sorted(test for test, status in baseline.test_status.items()
-                   if not status.counts_as_pass and test not in baseline.flaky_tests
-                   and test in online and online[test].counts_as_pass)
+                   if not passed(status) and test not in baseline.flaky_tests and online.passed(test))
     log.write(f"network tests: {len(found)}\n")
     return found

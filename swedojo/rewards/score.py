@@ -9,13 +9,11 @@ tree. Grading statuses and the F2P/P2P maps are exactly `grading.grade_in_sandbo
 
 from __future__ import annotations
 
-
 from swedojo.rewards.compose import RewardConfig, compose
-from swedojo.rewards.grading import PatchApplyError, grade_in_sandbox, in_fresh_sandbox
+from swedojo.rewards.grading import grade_in_sandbox, in_fresh_sandbox
 from swedojo.rewards.tiers import (
     BaselineCache,
     Judge,
-    SuiteRun,
     format_tier,
     skipped_tier,
     static_tier,
@@ -26,6 +24,8 @@ from swedojo.rewards.tiers import (
 from swedojo.sandboxes.base import Sandbox
 from swedojo.sandboxes.environment import Environment
 from swedojo.schema import EvalStatus, RewardReport, TaskInstance, Trajectory
+from swedojo.testrun.patches import PatchApplyError
+from swedojo.testrun.run import SuiteRun, TestRunError
 
 
 def score_in_sandbox(
@@ -48,6 +48,8 @@ def score_in_sandbox(
             baseline = baselines.get_or_run(BaselineCache.key(env, instance), run) if baselines is not None else run()
         except PatchApplyError as exc:
             return RewardReport(instance_id=instance.instance_id, status=EvalStatus.INFRA_ERROR, error=f"task is broken: {exc}")
+        except TestRunError as exc:
+            return RewardReport(instance_id=instance.instance_id, status=EvalStatus.INFRA_ERROR, error=f"suite at base: {exc}")
     report = grade_in_sandbox(sandbox, env, instance, candidate)
     if report.status == EvalStatus.INFRA_ERROR:
         report.reward = 0.0

@@ -20,11 +20,19 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
-from swedojo.repolaunch.parsers import parse_log
-from swedojo.rewards.grading import TEST_TIMEOUT_S, apply_patch, patch_files, restore_files
+from swedojo.rewards.grading import TEST_TIMEOUT_S
 from swedojo.sandboxes.base import Sandbox
 from swedojo.sandboxes.environment import Environment
-from swedojo.schema import EvalStatus, ExitStatus, RewardReport, TaskInstance, TestStatus, TierScore, Trajectory
+from swedojo.schema import (
+    EvalStatus,
+    ExitStatus,
+    RewardReport,
+    TaskInstance,
+    TierScore,
+    Trajectory,
+)
+from swedojo.testrun.patches import apply_patch, patch_files, restore_files
+from swedojo.testrun.run import SuiteRun, TestRunError, passed, run_suite
 
 TIER_NAMES: tuple[str, ...] = ("format", "static", "tests", "verification")
 """Tier index -> name."""
@@ -50,21 +58,6 @@ class Judge(Protocol):
     def review(self, instance: TaskInstance, patch: str) -> Verdict:
         """Judge `patch` as a fix for `instance`; must not touch any sandbox."""
         ...
-
-
-class SuiteRun(BaseModel):
-    """The whole test suite run once: per-test statuses and how the command ended."""
-
-    statuses: dict[str, TestStatus]
-    """Test id -> status, as the environment's log parser reads the output."""
-    exit_code: int | None
-    """Exit code of the test command; None when it timed out."""
-    timed_out: bool
-    """The run hit TEST_TIMEOUT_S; tests it never reached count as failed."""
-
-
-def _passes(status: TestStatus | None) -> bool:
-    return status is not None and TestStatus(status).counts_as_pass
 
 
 def _tier(index: int, score: float, passed: bool, evidence: dict[str, Any]) -> TierScore:
@@ -100,8 +93,8 @@ def format_tier(trajectory: Trajectory, report: RewardReport) -> TierScore:
     }
     if report.status == EvalStatus.PATCH_FAILED:
         evidence["apply_error"] = report.error
-    passed = all(checks.values())
-    return _tier(0, 1.0 if passed else 0.0, passed, evidence)
+    ok = all(checks.values())
+    return _tier(0, 1.0 if ok else 0.0, ok, evidence)
 
 
 @dataclass(frozen=True)
@@ -251,8 +244,8 @@ def tests_tier(report: RewardReport) -> TierScore:
     When the log claims every listed test passed but the command disagrees (exit code,
     timeout), the log cannot be trusted and the tier scores 0.
     """
-    f2p = [_passes(s) for s in report.fail_to_pass.values()]
-    p2p = [_passes(s) for s in report.pass_to_pass.values()]
+    f2p = [passed(s) for s in report.fail_to_pass.values()]
+    p2p = [passed(s) for s in report.pass_to_pass.values()]
     f2p_fraction = sum(f2p) / len(f2p) if f2p else 1.0
     p2p_fraction = sum(p2p) / len(p2p) if p2p else 1.0
     evidence: dict[str, Any] = {
@@ -270,23 +263,16 @@ def tests_tier(report: RewardReport) -> TierScore:
     return _tier(2, score, report.resolved, evidence)
 
 
-def run_suite(sandbox: Sandbox, env: Environment) -> SuiteRun:
-    """Run the environment's whole test suite once and parse its log."""
-    result = sandbox.exec(env.spec.test_command, timeout=TEST_TIMEOUT_S)
-    statuses = parse_log(env.spec.log_parser, result.output)
-    return SuiteRun(statuses=statuses, exit_code=result.exit_code, timed_out=result.timed_out)
-
-
 def suite_at_base(sandbox: Sandbox, env: Environment, instance: TaskInstance) -> SuiteRun:
     """The whole suite at base + test patch, run before the candidate touches the tree.
 
     Run first so that nothing the candidate's code does at test time can shrink the set of
     tests it is later held to. Leaves the work tree at the base; PatchApplyError if the test
-    patch does not apply (the task is broken).
+    patch does not apply (the task is broken), TestRunError if the log cannot be read.
     """
     if instance.test_patch.strip():
         apply_patch(sandbox, instance.test_patch, "test patch")
-    run = run_suite(sandbox, env)
+    run = run_suite(sandbox, env.spec, TEST_TIMEOUT_S)
     restore_files(sandbox, instance.base_commit, patch_files(instance.test_patch))
     return run
 
@@ -377,12 +363,15 @@ def verification_tier(
     """
     listed = set(instance.FAIL_TO_PASS) | set(instance.PASS_TO_PASS)
     flaky = set(env.spec.flaky_tests) | set(env.spec.network_tests)  # sandboxes have no network
-    passing_at_base = sorted(t for t, s in baseline.statuses.items() if _passes(s) and t not in listed)
+    passing_at_base = sorted(t for t, s in baseline.statuses.items() if passed(s) and t not in listed)
     watched = [t for t in passing_at_base if t not in flaky]
-    after = run_suite(sandbox, env) if watched else None
-    regressed = [t for t in watched if after is not None and not _passes(after.statuses.get(t))]
+    try:
+        after = run_suite(sandbox, env.spec, TEST_TIMEOUT_S) if watched else None
+    except TestRunError as exc:  # e.g. a log the candidate's tree made too large: nothing is known to pass
+        return _tier(3, 0.0, False, {"other_tests_passing_at_base": len(watched), "suite_error": str(exc)})
+    regressed = [t for t in watched if after is not None and not after.passed(t)]
     score = (len(watched) - len(regressed)) / len(watched) if watched else 1.0
-    passed = not regressed
+    accepted = not regressed
     evidence: dict[str, Any] = {
         "other_tests_passing_at_base": len(watched),
         "still_passing": len(watched) - len(regressed),
@@ -397,6 +386,6 @@ def verification_tier(
     if judge is not None:
         verdict = judge.review(instance, candidate)
         score *= verdict.score
-        passed = passed and verdict.passed
+        accepted = accepted and verdict.passed
         evidence["judge"] = verdict.model_dump()
-    return _tier(3, score, passed, evidence)
+    return _tier(3, score, accepted, evidence)

@@ -21,8 +21,8 @@ from swedojo.datasets.demo import (
     load_demo_tasks,
     materialise_demo,
 )
-from swedojo.repolaunch.parsers import parse_log
 from swedojo.schema import TaskInstance
+from swedojo.testrun.parsers import parse_log
 
 TASKS = load_demo_tasks()
 _ENV = {k: v for k, v in os.environ.items() if not k.startswith(("GIT_", "PYTEST_"))}

@@ -1,4 +1,4 @@
-"""Helpers for the repolaunch tests: files and real git commits made in the test."""
+"""Helpers for the repolaunch tests: files and real git commits made in the test (`write_tree` re-exported)."""
 
 from __future__ import annotations
 
@@ -6,12 +6,12 @@ import os
 import subprocess
 from pathlib import Path
 
+from taskrepo import write_tree
+
 from swedojo.repolaunch.launch import environment
-from swedojo.repolaunch.parsers import parse_log
 from swedojo.sandboxes.base import Sandbox
 from swedojo.schema import TestStatus
-
-FIXTURES = Path(__file__).parent / "fixtures"
+from swedojo.testrun.parsers import parse_log
 
 # A small pure-Python project (dependencies resolve as of DATE: pytest 8.2.1) and its tests: passing,
 # failing, skipped, flaky (fails when an earlier run left a marker), and one that needs the network.
@@ -90,14 +90,6 @@ CALC_STATUSES = {
 }
 CALC_FLAKY = ["tests/test_calc.py::test_flaky"]
 CALC_NETWORK = ["tests/test_net.py::test_needs_network"]  # passes in the run with the network on
-
-def write_tree(root: Path, files: dict[str, str]) -> Path:
-    for rel, text in files.items():
-        path = root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    return root
-
 
 def commit_all(root: Path, message: str, date: str) -> str:
     """Commit everything with a fixed author/committer date; returns the commit id."""

@@ -5,9 +5,10 @@ from pathlib import Path
 from taskrepo import make_task_repo
 
 from swedojo.repos import resolve_repo
-from swedojo.rewards.grading import grade, patch_files
+from swedojo.rewards.grading import grade
 from swedojo.sandboxes.environment import default_python_env
 from swedojo.schema import EvalStatus, TestStatus
+from swedojo.testrun.patches import patch_files
 
 
 def _env(mirror: Path, task):

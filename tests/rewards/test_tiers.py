@@ -14,10 +14,20 @@ from taskrepo import SOURCE, TESTS, git, make_task_repo, source_patch
 from swedojo.repos import resolve_repo
 from swedojo.rewards.compose import RewardConfig, RewardMode, TierWeights, compose
 from swedojo.rewards.score import score
-from swedojo.rewards.tiers import BaselineCache, SuiteRun, Verdict, format_tier
+from swedojo.rewards.tiers import BaselineCache, Verdict, format_tier
 from swedojo.sandboxes.base import ExecResult, Sandbox, SandboxConfig
 from swedojo.sandboxes.environment import Environment, default_python_env
-from swedojo.schema import EvalStatus, ExitStatus, RewardReport, Step, TaskInstance, TestStatus, Trajectory
+from swedojo.schema import (
+    EvalStatus,
+    ExitStatus,
+    RewardReport,
+    Step,
+    TaskInstance,
+    TestStatus,
+    Trajectory,
+)
+from swedojo.testrun.command import suite_command
+from swedojo.testrun.run import SuiteRun
 
 EQUAL = TierWeights(format=1, static=1, tests=1, verification=1)
 GATED = RewardConfig(mode=RewardMode.GATED, weights=EQUAL)
@@ -177,6 +187,7 @@ class CountingEnvironment(Environment):
     """The task's environment, noting every test command its sandboxes run."""
 
     _test_runs: list[str] = PrivateAttr(default_factory=list)
+    """Each test command as run, without the redirect of its log into a file."""
 
     def open(self, commit: str | None = None, prepared: bool = True) -> Sandbox:
         sandbox = super().open(commit, prepared)
@@ -184,7 +195,7 @@ class CountingEnvironment(Environment):
 
         def exec(command: str, timeout: float | None = None) -> ExecResult:
             if command.startswith(self.spec.test_command):
-                self._test_runs.append(command)
+                self._test_runs.append(command.split(" > ")[0])
             return plain_exec(command, timeout)
 
         sandbox.exec = exec  # type: ignore[method-assign]
@@ -197,12 +208,12 @@ def test_the_suite_reruns_after_the_patch_only_when_an_unlisted_test_passed_at_b
     report = score(counting, task, _run(task.patch), GATED)  # every test of the suite is listed
     assert report.tiers[3].passed and report.tiers[3].evidence["suite_not_rerun"] == "no other test passed at base"
     assert "suite_exit_code" not in report.tiers[3].evidence
-    assert [run == env.spec.test_command for run in counting._test_runs] == [True, False]  # suite at base, graded
+    assert [run == suite_command(env.spec) for run in counting._test_runs] == [True, False]  # suite at base, graded
     counting._test_runs.clear()
     fewer = task.model_copy(update={"PASS_TO_PASS": ["test_calc.py::test_add"]})
     report = score(counting, fewer, _run(task.patch), GATED)
     assert report.tiers[3].evidence["other_tests_passing_at_base"] == 1 and report.tiers[3].evidence["suite_exit_code"] == 0
-    assert [run == env.spec.test_command for run in counting._test_runs] == [True, False, True]
+    assert [run == suite_command(env.spec) for run in counting._test_runs] == [True, False, True]
 
 
 class LineBudgetJudge:

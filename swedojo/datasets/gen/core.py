@@ -10,11 +10,10 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from swedojo.repolaunch.parsers import parse_log
-from swedojo.rewards.grading import grade, test_command
-from swedojo.sandboxes.base import Sandbox, SandboxConfig
+from swedojo.rewards.grading import grade
 from swedojo.sandboxes.environment import Environment, default_python_env
-from swedojo.schema import EnvSpec, EvalStatus, TaskInstance, TestStatus
+from swedojo.schema import EnvSpec, EvalStatus, TaskInstance
+from swedojo.testrun.run import SuiteRun, passed
 
 GEN_IDENTITY = ("swedojo gen", "gen@swedojo.invalid")
 """Author and committer of task commits; with fixed dates it makes their SHAs reproducible."""
@@ -142,7 +141,7 @@ def environment_for(repo: str, commit: str, source: Path) -> Environment:
     plugins (hypothesis, ...) are kept out of the repo's runs: the repo never asked for them, and
     importing them costs several times the run of a small suite.
     """
-    env = default_python_env(repo, commit, source, "local", SandboxConfig(max_output_bytes=4_000_000))
+    env = default_python_env(repo, commit, source, "local")
     env.spec.env_vars["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     return env
 
@@ -154,34 +153,6 @@ def write_envspec(target: Target, spec: EnvSpec) -> None:
     path.write_text(spec.model_dump_json(indent=1))
 
 
-class SuiteRun(BaseModel):
-    """One run of the test suite in a sandbox."""
-
-    statuses: dict[str, TestStatus]
-    """Test id -> status, as parsed from the log."""
-    log: str
-    """The test log."""
-    timed_out: bool = False
-    """The run hit the timeout (its statuses are not used)."""
-    seconds: float = 0.0
-    """Wall time."""
-
-    def passed(self, test: str) -> bool:
-        status = self.statuses.get(test)
-        return status is not None and status.counts_as_pass
-
-
-def run_suite(sandbox: Sandbox, env: Environment, timeout_s: float) -> SuiteRun:
-    """Run the whole suite once."""
-    command = test_command(env.spec, [])
-    if env.spec.log_parser == "pytest":
-        command += " --continue-on-collection-errors"  # a module that cannot import must not hide the rest
-    result = sandbox.exec(command, timeout=timeout_s)
-    log = result.output.replace(f"{sandbox.workdir}/", "")  # temp paths would differ from run to run
-    return SuiteRun(statuses=parse_log(env.spec.log_parser, log), log=log,
-                    timed_out=result.timed_out, seconds=result.duration_s)
-
-
 def flaky_between(a: SuiteRun, b: SuiteRun) -> set[str]:
     """Tests whose outcome (passed or not) differs between two runs of the same state."""
     return {t for t in set(a.statuses) | set(b.statuses) if a.passed(t) != b.passed(t)}
@@ -191,11 +162,11 @@ class InvalidTaskError(Exception):
     """The generated task failed end-to-end validation (gold must resolve, empty must not)."""
 
 
-def validate(env: Environment, instance: TaskInstance) -> None:
+def prove_task(env: Environment, instance: TaskInstance) -> None:
     """Prove the task in fresh sandboxes: the gold patch resolves it and the empty patch does not."""
     gold = grade(env, instance, instance.patch)
     if not gold.resolved:
-        failing = [t for t, s in {**gold.fail_to_pass, **gold.pass_to_pass}.items() if s is None or not s.counts_as_pass]
+        failing = [t for t, s in {**gold.fail_to_pass, **gold.pass_to_pass}.items() if not passed(s)]
         raise InvalidTaskError(f"gold patch: {gold.status.value} {gold.error} {failing[:3]}".strip())
     empty = grade(env, instance, "")
     if empty.resolved or empty.status == EvalStatus.INFRA_ERROR:

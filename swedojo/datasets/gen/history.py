@@ -13,7 +13,6 @@ import time
 
 from swedojo.datasets.gen.core import (
     InvalidTaskError,
-    SuiteRun,
     Target,
     diff,
     environment_for,
@@ -22,16 +21,16 @@ from swedojo.datasets.gen.core import (
     is_doc_file,
     is_test_file,
     prepare_repo,
-    run_suite,
-    validate,
+    prove_task,
     write_envspec,
 )
 from swedojo.datasets.gen.journal import Entry, Header, Journal, Outcome
 from swedojo.datasets.gen.settings import GenSettings, RunCounts
 from swedojo.datasets.gen.statements import history_statement
-from swedojo.rewards.grading import PatchApplyError, apply_patch
 from swedojo.sandboxes.environment import Environment
 from swedojo.schema import TaskInstance
+from swedojo.testrun.patches import PatchApplyError, apply_patch
+from swedojo.testrun.run import SuiteRun, TestRunError, run_suite
 
 STRATEGY = "history"
 
@@ -42,7 +41,7 @@ def _twice(env: Environment, commit: str, patches: list[str], timeout_s: float) 
     try:
         for patch in patches:
             apply_patch(sandbox, patch)
-        return run_suite(sandbox, env, timeout_s), run_suite(sandbox, env, timeout_s)
+        return run_suite(sandbox, env.spec, timeout_s), run_suite(sandbox, env.spec, timeout_s)
     finally:
         sandbox.close()
 
@@ -67,6 +66,9 @@ def _mine(target: Target, settings: GenSettings, sha: str, parents: list[str]) -
     except PatchApplyError as exc:
         entry.outcome, entry.detail = Outcome.PATCH_FAILED, str(exc)
         return entry
+    except TestRunError as exc:
+        entry.outcome, entry.detail = Outcome.INVALID, str(exc)
+        return entry
     entry.compiled = True
     if any(run.timed_out for run in (*before, *after)):
         entry.outcome = Outcome.TIMED_OUT
@@ -87,7 +89,7 @@ def _mine(target: Target, settings: GenSettings, sha: str, parents: list[str]) -
         FAIL_TO_PASS=fail_to_pass, PASS_TO_PASS=pass_to_pass, environment_setup_commit=parent, gen_strategy=STRATEGY,
     )
     try:
-        validate(env, instance)
+        prove_task(env, instance)
     except InvalidTaskError as exc:
         entry.outcome, entry.detail = Outcome.INVALID, str(exc)
         return entry

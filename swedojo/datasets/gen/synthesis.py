@@ -28,8 +28,7 @@ from swedojo.datasets.gen.core import (
     is_doc_file,
     is_test_file,
     prepare_repo,
-    run_suite,
-    validate,
+    prove_task,
     write_envspec,
 )
 from swedojo.datasets.gen.journal import Baseline, Entry, Header, Journal, Outcome
@@ -40,6 +39,7 @@ from swedojo.datasets.gen.strategies import Strategy
 from swedojo.sandboxes.base import Sandbox
 from swedojo.sandboxes.environment import Environment
 from swedojo.schema import TaskInstance
+from swedojo.testrun.run import TestRunError, run_suite
 
 COMBINED = "combined"
 """Strategy name of two-mutant tasks."""
@@ -145,7 +145,10 @@ class _Mutator:
         try:
             for path, data in mutant.items():
                 self.sandbox.write_file(path, data)
-            run = run_suite(self.sandbox, self.env, self.timeout_s)
+            run = run_suite(self.sandbox, self.env.spec, self.timeout_s)
+        except TestRunError as exc:
+            entry.outcome, entry.detail = Outcome.INVALID, str(exc)
+            return entry
         finally:
             for path in mutant:
                 self.sandbox.write_file(path, self.files[path])
@@ -165,7 +168,7 @@ class _Mutator:
             entry.instance = self._task(key, strategy, tag, mutant, broken, still, run.log)
             entry.outcome = Outcome.KEPT
             try:
-                validate(self.env, entry.instance)
+                prove_task(self.env, entry.instance)
             except InvalidTaskError as exc:
                 git(self.repo, "update-ref", "-d", _branch(entry.instance.instance_id))
                 entry.outcome, entry.detail, entry.instance = Outcome.INVALID, str(exc), None
@@ -190,11 +193,11 @@ def _branch(instance_id: str) -> str:
 
 
 def _baseline(sandbox: Sandbox, env: Environment, timeout_s: float) -> Baseline:
-    first, second = run_suite(sandbox, env, timeout_s), run_suite(sandbox, env, timeout_s)
+    first, second = run_suite(sandbox, env.spec, timeout_s), run_suite(sandbox, env.spec, timeout_s)
     flaky = flaky_between(first, second)
     passing = sorted(t for t in first.statuses if first.passed(t) and t not in flaky)
     return Baseline(statuses=first.statuses, passing=passing, flaky=sorted(flaky),
-                    seconds=round(max(first.seconds, second.seconds), 3))
+                    seconds=round(max(first.duration_s, second.duration_s), 3))
 
 
 def generate_mutations(target: Target, settings: GenSettings, strategies: list[Strategy], counts: RunCounts) -> None:

@@ -5,14 +5,13 @@ The model sees per-test statuses (what the grader will see) and the tail of the 
 
 from __future__ import annotations
 
-import shlex
 from collections import Counter
 
 from pydantic import Field
 
-from swedojo.repolaunch.parsers import UnknownParserError, parse_log
 from swedojo.sandboxes.base import Sandbox
-from swedojo.schema import TestStatus
+from swedojo.testrun.parsers import UnknownParserError
+from swedojo.testrun.run import TestRunError, run_tests
 from swedojo.tools.base import Tool, ToolContext, ToolParams, ToolResult, error
 
 LOG_TAIL_BYTES = 3_000
@@ -43,26 +42,26 @@ class RunTestsTool(Tool[RunTestsParams]):
     def run(self, sandbox: Sandbox, params: RunTestsParams, ctx: ToolContext) -> ToolResult:
         if ctx.env is None:
             return error("No test command is configured for this environment; run the tests with bash.")
-        exports = "".join(f"export {k}={shlex.quote(v)}; " for k, v in sorted(ctx.env.env_vars.items()))
-        command = " ".join([ctx.env.test_command, *map(shlex.quote, params.tests)])
-        result = sandbox.exec(f"({exports}cd {shlex.quote(sandbox.workdir)} && {command})", timeout=ctx.test_timeout_s)
         try:
-            statuses = parse_log(ctx.env.log_parser, result.output)
+            result = run_tests(sandbox, ctx.env, params.tests, ctx.test_timeout_s, agent_shell=True)
         except UnknownParserError as exc:
             return error(f"Cannot read the test log: {exc}")
+        except TestRunError as exc:
+            return error(f"The tests ran but their results cannot be read: {exc}")
+        statuses = result.statuses
         counts = Counter(s.value for s in statuses.values())
-        lines = [f"$ {command}"]
+        lines = [f"$ {result.command}"]
         if result.timed_out:
             lines.append(f"[timed out after {result.duration_s:.0f}s]")
         else:
             lines.append(f"[exit code: {result.exit_code}]")
         lines.append(", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "No test results found in the log.")
-        bad = sorted(t for t, s in statuses.items() if not s.counts_as_pass and s != TestStatus.SKIPPED)
+        bad = result.failing()
         lines += [f"{statuses[t].value} {t}" for t in bad[:MAX_LISTED]]
         if len(bad) > MAX_LISTED:
             lines.append(f"[{len(bad) - MAX_LISTED} more tests did not pass]")
         missing = [t for t in params.tests if t not in statuses]
         if missing:
             lines.append(f"Not found in the log (counted as failed; check the ids): {', '.join(missing[:MAX_LISTED])}")
-        lines.append(f"--- log tail ---\n{_tail(result.output, LOG_TAIL_BYTES)}")
+        lines.append(f"--- log tail ---\n{_tail(result.log, LOG_TAIL_BYTES)}")
         return ToolResult(output="\n".join(lines), is_error=result.timed_out, timed_out=result.timed_out)

@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from launch_helpers import FIXTURES, write_tree
+from taskrepo import write_tree
 
-from swedojo.repolaunch.parsers import (
+from swedojo.testrun.parsers import (
     PARSERS,
     SUMMARIES,
     check_counts,
@@ -25,6 +25,8 @@ from swedojo.repolaunch.parsers import (
     parse_log,
 )
 from swedojo.schema import TestStatus
+
+FIXTURES = Path(__file__).parent / "fixtures"
 
 P, F, S, E, XF = TestStatus.PASSED, TestStatus.FAILED, TestStatus.SKIPPED, TestStatus.ERROR, TestStatus.XFAIL
 

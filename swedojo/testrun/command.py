@@ -1,0 +1,70 @@
+"""Test commands for the whole suite, for some test files, or for some test ids.
+
+A runner whose command line takes files and ids (pytest, or a wrapper read by the pytest parser,
+as SWE-bench appends them) gets them appended; for any other
+command the whole suite runs and the wanted tests are read from its log, which is slower but
+never wrong. A compound command (`a; b`, `a && b`) is never extended: there is no telling which
+part the arguments would reach.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Sequence
+
+from swedojo.schema import EnvSpec
+
+_PYTEST = re.compile(r"(^|[\s/])(py\.test|pytest)(\s|$)")
+_PYTEST_PARSERS = ("pytest", "pytest-junit")
+_SHELL_OPERATORS = set(";&|()<>\n")
+MAX_SELECTION_BYTES = 32_000
+"""Longest list of test ids appended to a command line (one argument may not pass 128 KiB, all of
+them together the kernel's ARG_MAX); past it the ids' files are run instead."""
+
+
+def is_simple(command: str) -> bool:
+    """Whether `command` is one simple command: no unquoted operators, so appended words reach it."""
+    try:
+        lexer = shlex.shlex(command, posix=True, punctuation_chars=";&|()<>")
+        lexer.whitespace_split = True
+        words = list(lexer)
+    except ValueError:
+        return False
+    return not any(set(word) <= _SHELL_OPERATORS for word in words) and "\n" not in command
+
+
+def selects_tests(spec: EnvSpec) -> bool:
+    """Whether test files and ids can be appended to the spec's command: a simple command read by
+    a pytest parser (pytest itself, or a wrapper that passes its arguments on)."""
+    return spec.log_parser in _PYTEST_PARSERS and is_simple(spec.test_command)
+
+
+def suite_command(spec: EnvSpec) -> str:
+    """The whole suite; pytest goes on past a module that fails to import, so one broken file
+    does not hide every other test."""
+    if selects_tests(spec) and _PYTEST.search(spec.test_command):
+        return f"{spec.test_command} --continue-on-collection-errors"
+    return spec.test_command
+
+
+def selection(spec: EnvSpec, tests: Sequence[str]) -> list[str] | None:
+    """What to append to run `tests`: the ids themselves; their files when the ids would make a
+    command line over `MAX_SELECTION_BYTES` (as SWE-bench runs the test patch's files); None for
+    the whole suite (no tests given, a runner that cannot be told, ids that name no file)."""
+    if not tests or not selects_tests(spec):
+        return None
+    if sum(len(shlex.quote(t)) + 1 for t in tests) <= MAX_SELECTION_BYTES:
+        return list(tests)
+    files = list(dict.fromkeys(t.split("::", 1)[0] for t in tests))
+    if all("::" in t for t in tests) and sum(len(shlex.quote(f)) + 1 for f in files) <= MAX_SELECTION_BYTES:
+        return files
+    return None
+
+
+def selected_command(spec: EnvSpec, tests: Sequence[str]) -> str:
+    """The command that runs `tests` (see `selection`): it may run more than them, never fewer."""
+    chosen = selection(spec, tests)
+    if chosen is None:
+        return suite_command(spec)
+    return " ".join([spec.test_command, *(shlex.quote(t) for t in chosen)])

@@ -1,0 +1,126 @@
+"""Run tests in a sandbox with the log written to a file there and read back whole.
+
+The terminal keeps only the head and tail of a command's output (`SandboxConfig.max_output_bytes`);
+a real suite's `pytest -rA` log is often larger, and a test whose line fell in the cut middle
+would read as missing, hence failed. So the command's output goes to a file inside the sandbox
+and the whole file is read back; a log over `MAX_LOG_BYTES` is an error, never a silent cut.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+import shlex
+from collections.abc import Sequence
+
+from pydantic import BaseModel, Field
+
+from swedojo.sandboxes.base import Sandbox, SandboxError
+from swedojo.schema import EnvSpec, TestStatus
+from swedojo.testrun.command import is_simple, selection, suite_command, selected_command
+from swedojo.testrun.parsers import parse_log
+
+MAX_LOG_BYTES = 64 << 20
+"""Largest test log read back (64 MiB); a larger one is a `LogTooLargeError`."""
+DEFAULT_TIMEOUT_S = 900.0
+"""Time one test command may take unless the caller says otherwise."""
+
+
+class TestRunError(Exception):
+    """A test run whose result cannot be read: the root of this package's errors."""
+
+    __test__ = False
+
+
+class LogTooLargeError(TestRunError):
+    """The test log is over `MAX_LOG_BYTES`."""
+
+
+class LogUnreadableError(TestRunError):
+    """The test log file could not be read back from the sandbox."""
+
+
+def passed(status: TestStatus | None) -> bool:
+    """Whether a test counts as passed: the one definition; a test missing from the log (None) failed."""
+    return status is not None and TestStatus(status).counts_as_pass
+
+
+class SuiteRun(BaseModel):
+    """One test command run in a sandbox: per-test statuses and how the command ended."""
+
+    __test__ = False
+
+    command: str = ""
+    """The command as run (before the redirect to the log file)."""
+    statuses: dict[str, TestStatus]
+    """Test id -> status, as the environment's log parser reads the whole log."""
+    exit_code: int | None
+    """Exit code of the test command; None when it timed out or was killed."""
+    timed_out: bool = False
+    """The run hit its timeout; tests it never reached count as failed."""
+    duration_s: float = 0.0
+    """Wall time of the command."""
+    exact: bool = False
+    """The command ran exactly the tests asked for, so its exit code speaks for them alone (a run
+    of their files or of the whole suite also ran others, which may fail on their own)."""
+    log: str = Field("", exclude=True)
+    """The whole log, work-tree paths made relative (not written out: baselines keep statuses)."""
+
+    def passed(self, test: str) -> bool:
+        return passed(self.statuses.get(test))
+
+    def failing(self) -> list[str]:
+        """Tests that ran and did not pass (skipped ones aside), sorted."""
+        return sorted(t for t, s in self.statuses.items() if not passed(s) and s != TestStatus.SKIPPED)
+
+
+def run_command(sandbox: Sandbox, spec: EnvSpec, command: str, timeout_s: float = DEFAULT_TIMEOUT_S,
+                *, agent_shell: bool = False, exact: bool = False) -> SuiteRun:
+    """Run `command` (one of `command.py`'s) with its whole log read back and parsed by the spec's parser.
+
+    `agent_shell`: the terminal is the agent's, whose working directory and variables may have
+    changed; the run then sets both in a subshell and leaves the agent's shell as it was. In a
+    fresh sandbox a simple command runs as it is, redirected (so a pooled sandbox's warm runner
+    still recognises it), a compound one in a subshell.
+    """
+    log_path = f"{sandbox.workdir}/.git/swedojo-tests-{secrets.token_hex(6)}.log"
+    target = shlex.quote(log_path)
+    if agent_shell:
+        exports = "".join(f"export {k}={shlex.quote(v)}; " for k, v in sorted(spec.env_vars.items()))
+        line = f"( {exports}cd {shlex.quote(sandbox.workdir)} && {command}\n) > {target} 2>&1"
+    elif is_simple(command):
+        line = f"{command} > {target} 2>&1"
+    else:  # a subshell keeps every part's output, and an `exit` in it, to itself
+        line = f"( {command}\n) > {target} 2>&1"
+    result = sandbox.exec(line, timeout=timeout_s)
+    try:
+        size = sandbox.exec(f"stat -c %s {target}")
+        if not size.ok or not size.output.strip().isdigit():
+            raise LogUnreadableError(f"the test log was not written ({size.output.strip()[-200:]}); "
+                                     f"the command said: {result.output.strip()[-300:]}")
+        if int(size.output) > MAX_LOG_BYTES:
+            raise LogTooLargeError(f"the test log is {int(size.output)} bytes, over the {MAX_LOG_BYTES >> 20} MiB "
+                                   f"bound: `{command}`")
+        try:
+            data = sandbox.read_file(log_path)
+        except (OSError, SandboxError) as exc:
+            raise LogUnreadableError(f"the test log could not be read: {exc}") from exc
+    finally:
+        with contextlib.suppress(SandboxError):
+            sandbox.exec(f"rm -f {target}")
+    log = data.decode("utf-8", errors="replace").replace(f"{sandbox.workdir}/", "")
+    return SuiteRun(command=command, statuses=parse_log(spec.log_parser, log), exit_code=result.exit_code,
+                    timed_out=result.timed_out, duration_s=result.duration_s, exact=exact, log=log)
+
+
+def run_suite(sandbox: Sandbox, spec: EnvSpec, timeout_s: float = DEFAULT_TIMEOUT_S, *,
+              agent_shell: bool = False) -> SuiteRun:
+    """The whole suite."""
+    return run_command(sandbox, spec, suite_command(spec), timeout_s, agent_shell=agent_shell, exact=True)
+
+
+def run_tests(sandbox: Sandbox, spec: EnvSpec, tests: Sequence[str], timeout_s: float = DEFAULT_TIMEOUT_S, *,
+              agent_shell: bool = False) -> SuiteRun:
+    """These test files or ids; maybe more (see `command.selection`), never fewer."""
+    exact = selection(spec, tests) == list(tests) or not tests
+    return run_command(sandbox, spec, selected_command(spec, tests), timeout_s, agent_shell=agent_shell, exact=exact)
