@@ -21,10 +21,10 @@ from pydantic import BaseModel, PrivateAttr
 from swedojo.agent.policies import Policy, RunContext
 from swedojo.repolaunch.errors import LaunchError
 from swedojo.repos import resolve_repo
-from swedojo.rewards.compose import RewardConfig, TierWeights, compose
+from swedojo.rewards.compose import RewardConfig, compose
 from swedojo.rewards.grading import grade, in_fresh_sandbox
 from swedojo.rewards.score import score
-from swedojo.rewards.tiers import BaselineCache, format_tier, skipped_tier, static_tier
+from swedojo.rewards.tiers import BaselineCache, TierInput, run_tiers
 from swedojo.sandboxes.base import Sandbox, SandboxConfig
 from swedojo.sandboxes.environment import Environment, default_python_env
 from swedojo.schema import (
@@ -206,7 +206,7 @@ class IssueRun(BaseModel):
     """Format and static tiers (no tests are known for a raw issue)."""
 
 
-ISSUE_REWARD = RewardConfig(weights=TierWeights(format=1.0, static=1.0, tests=0.0, verification=0.0))
+ISSUE_REWARD = RewardConfig(weights={"format": 1.0, "static": 1.0})
 """A raw issue has no known tests: the reward covers format and static checks only."""
 
 
@@ -241,16 +241,15 @@ def _format_and_static(env: Environment, instance: TaskInstance, trajectory: Tra
 
     def work(sandbox: Sandbox) -> RewardReport:
         report = RewardReport(instance_id=instance.instance_id, status=EvalStatus.UNRESOLVED)
+        skip = ""
         if not trajectory.patch.strip():
-            report.status = EvalStatus.EMPTY_PATCH
-            tiers = [format_tier(trajectory, report), skipped_tier(1, "empty patch")]
+            report.status, skip = EvalStatus.EMPTY_PATCH, "empty patch"
         else:
             try:
                 apply_patch(sandbox, trajectory.patch, "patch")
-                tiers = [format_tier(trajectory, report), static_tier(sandbox, env, instance, trajectory.patch)]
             except PatchApplyError as exc:
-                report.status, report.error = EvalStatus.PATCH_FAILED, str(exc)
-                tiers = [format_tier(trajectory, report), skipped_tier(1, "patch does not apply")]
+                report.status, report.error, skip = EvalStatus.PATCH_FAILED, str(exc), "patch does not apply"
+        tiers = run_tiers(TierInput(sandbox, env, instance, trajectory, report), skip, names=("format", "static"))
         report.tiers = tiers
         report.reward = compose(tiers, False, ISSUE_REWARD)
         return report

@@ -253,13 +253,16 @@ class TierScore(BaseModel):
     """One reward tier with the evidence behind its score."""
 
     tier: int
-    """0 format, 1 static, 2 tests, 3 verification."""
+    """Place in the registered tiers (`swedojo.rewards.tiers.TIERS`): 0 format, 1 static, 2 tests, 3 verification."""
     name: str
     """Tier name."""
     score: float
     """In [0, 1]."""
     passed: bool
     """Whether the tier counts as passed for gating."""
+    scored: bool = True
+    """False when the tier had nothing to check (no test to watch, no file of its kind): it is then
+    neither passed nor failed, and composing leaves it out of the mean and the gate."""
     evidence: dict[str, Any] = Field(default_factory=dict)
     """What the score is based on."""
 

@@ -11,6 +11,7 @@ from enum import Enum
 
 from pydantic import BaseModel, Field, model_validator
 
+from swedojo.rewards.tiers import TIERS
 from swedojo.schema import TierScore
 
 
@@ -22,48 +23,46 @@ class RewardMode(str, Enum):
     PARTIAL = "partial"
 
 
-class TierWeights(BaseModel):
-    """Weight of each tier in the weighted mean; only their ratios matter."""
-
-    format: float = Field(0.1, ge=0.0)
-    """Tier 0: submitted, well-formed, patch applies."""
-    static: float = Field(0.1, ge=0.0)
-    """Tier 1: changed files compile, no new lint errors."""
-    tests: float = Field(0.6, ge=0.0)
-    """Tier 2: FAIL_TO_PASS fixed, PASS_TO_PASS kept."""
-    verification: float = Field(0.2, ge=0.0)
-    """Tier 3: the rest of the suite still passes (and the judge, if any, agrees)."""
-
-    @model_validator(mode="after")
-    def _some_weight(self) -> TierWeights:
-        if self.total() <= 0:
-            raise ValueError("at least one tier weight must be positive")
-        return self
-
-    def total(self) -> float:
-        return self.format + self.static + self.tests + self.verification
-
-    def of(self, tier: TierScore) -> float:
-        return float(getattr(self, tier.name))
-
-
 class RewardConfig(BaseModel):
     """How a reward report's tiers are composed into `RewardReport.reward`."""
 
     mode: RewardMode = RewardMode.GATED
     """binary (1 if resolved else 0), gated or partial (weighted mean of tier scores)."""
-    weights: TierWeights = Field(default_factory=TierWeights)
-    """Per-tier weights for gated and partial."""
+    weights: dict[str, float] = Field(default_factory=dict)
+    """Weight per tier name for gated and partial; a tier not named keeps its default (`Tier.weight`).
+    Only the ratios matter."""
+
+    @model_validator(mode="after")
+    def _known_and_some_positive(self) -> RewardConfig:
+        known = {tier.name: tier.weight for tier in TIERS}
+        unknown = sorted(set(self.weights) - set(known))
+        if unknown:
+            raise ValueError(f"no tier named {', '.join(unknown)}; tiers: {', '.join(known)}")
+        if any(w < 0 for w in self.weights.values()):
+            raise ValueError("tier weights must not be negative")
+        if sum({**known, **self.weights}.values()) <= 0:
+            raise ValueError("at least one tier weight must be positive")
+        return self
+
+    def weight(self, name: str) -> float:
+        return self.weights.get(name, next(tier.weight for tier in TIERS if tier.name == name))
 
 
 def compose(tiers: list[TierScore], resolved: bool, config: RewardConfig) -> float:
-    """The scalar reward in [0, 1]; a pure function of its inputs, hence deterministic."""
+    """The scalar reward in [0, 1]; a pure function of its inputs, hence deterministic.
+
+    A tier that was not scored (nothing to check) is left out: it adds no weight and neither
+    opens nor closes the gate.
+    """
     if config.mode == RewardMode.BINARY:
         return 1.0 if resolved else 0.0
-    total = 0.0
+    total = weight = 0.0
     gate_open = True
     for tier in sorted(tiers, key=lambda t: t.tier):
+        if not tier.scored:
+            continue
+        weight += config.weight(tier.name)
         if gate_open or config.mode == RewardMode.PARTIAL:
-            total += config.weights.of(tier) * tier.score
+            total += config.weight(tier.name) * tier.score
         gate_open = gate_open and tier.passed
-    return total / config.weights.total()
+    return total / weight if weight else 0.0

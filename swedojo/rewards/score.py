@@ -14,12 +14,9 @@ from swedojo.rewards.grading import grade_in_sandbox, in_fresh_sandbox
 from swedojo.rewards.tiers import (
     BaselineCache,
     Judge,
-    format_tier,
-    skipped_tier,
-    static_tier,
+    TierInput,
+    run_tiers,
     suite_at_base,
-    tests_tier,
-    verification_tier,
 )
 from swedojo.sandboxes.base import Sandbox
 from swedojo.sandboxes.environment import Environment
@@ -54,16 +51,8 @@ def score_in_sandbox(
     if report.status == EvalStatus.INFRA_ERROR:
         report.reward = 0.0
         return report
-    tiers = [format_tier(trajectory, report)]
-    if baseline is None or report.status == EvalStatus.PATCH_FAILED:
-        reason = "empty patch" if baseline is None else "patch does not apply"
-        tiers += [skipped_tier(index, reason) for index in (1, 2, 3)]
-    else:
-        tiers += [
-            static_tier(sandbox, env, instance, candidate),
-            tests_tier(report),
-            verification_tier(sandbox, env, instance, baseline, candidate, judge),
-        ]
+    skip = "empty patch" if baseline is None else "patch does not apply" if report.status == EvalStatus.PATCH_FAILED else ""
+    tiers = run_tiers(TierInput(sandbox, env, instance, trajectory, report, baseline, judge), skip)
     report.tiers = tiers
     report.reward = compose(tiers, report.resolved, config)
     return report

@@ -1,6 +1,8 @@
 """Reward tiers for code tasks: each a score in [0, 1], whether it passed, and the evidence behind it.
 
-0 format, 1 static, 2 tests, 3 verification. The tiers that look at code run in the one fresh
+Registered in order (`TIERS`): 0 format, 1 static, 2 tests, 3 verification; `run_tiers` computes
+the vector, `compose` the scalar. A tier with nothing to check is not scored, never passed. The
+tiers that look at code run in the one fresh
 sandbox `score.score_in_sandbox` opens from the task's environment, never in the agent's, so
 what the agent left behind (installed tools, edited caches) cannot influence its own reward.
 """
@@ -13,10 +15,10 @@ import os
 import re
 import shlex
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -33,9 +35,6 @@ from swedojo.schema import (
 )
 from swedojo.testrun.patches import apply_patch, patch_files, restore_files
 from swedojo.testrun.run import SuiteRun, TestRunError, passed, run_suite
-
-TIER_NAMES: tuple[str, ...] = ("format", "static", "tests", "verification")
-"""Tier index -> name."""
 
 MAX_LISTED = 20
 """Test names listed in evidence before only a count is kept (evidence lands in results.jsonl)."""
@@ -60,16 +59,75 @@ class Judge(Protocol):
         ...
 
 
-def _tier(index: int, score: float, passed: bool, evidence: dict[str, Any]) -> TierScore:
-    return TierScore(tier=index, name=TIER_NAMES[index], score=score, passed=passed, evidence=evidence)
+class Outcome(NamedTuple):
+    """What one tier's check found, before it is placed in the tier vector."""
+
+    score: float
+    passed: bool
+    evidence: dict[str, Any]
+    scored: bool = True
+    """False when there was nothing to check: neither passed nor failed (see `compose`)."""
 
 
-def skipped_tier(index: int, reason: str) -> TierScore:
-    """A tier that had nothing to look at (no patch, or one that does not apply) scores 0."""
-    return _tier(index, 0.0, False, {"skipped": reason})
+def not_scored(why: str, **evidence: Any) -> Outcome:
+    """A tier with nothing to check: it never passes vacuously."""
+    return Outcome(0.0, False, {"not_scored": why, **evidence}, scored=False)
 
 
-def format_tier(trajectory: Trajectory, report: RewardReport) -> TierScore:
+@dataclass(frozen=True)
+class TierInput:
+    """What a tier may look at, all from the one fresh grading sandbox, never the agent's."""
+
+    sandbox: Sandbox
+    """The graded work tree: the candidate applied (and the test patch, once grading has run)."""
+    env: Environment
+    instance: TaskInstance
+    trajectory: Trajectory
+    report: RewardReport
+    """SWE-bench grading of the candidate (status, FAIL_TO_PASS and PASS_TO_PASS statuses)."""
+    baseline: SuiteRun | None = None
+    """The whole suite at base + test patch (tier 3's reference)."""
+    judge: Judge | None = None
+
+
+@dataclass(frozen=True)
+class Tier:
+    """One reward tier: a named check with a default weight; its index is its place in `TIERS`."""
+
+    name: str
+    weight: float
+    """Default weight in the weighted mean; `RewardConfig.weights` overrides it by name."""
+    check: Callable[[TierInput], Outcome]
+    needs_patch: bool = True
+    """Skipped (score 0, failed) when the patch is empty or does not apply."""
+
+
+TIERS: list[Tier] = []
+"""The registered tiers, lowest (checked first, gating the rest) first."""
+
+
+def register(tier: Tier) -> Tier:
+    """Add a tier above the registered ones: a new tier is one definition plus this call."""
+    if any(t.name == tier.name for t in TIERS):
+        raise ValueError(f"a tier named {tier.name!r} is registered already")
+    TIERS.append(tier)
+    return tier
+
+
+def run_tiers(given: TierInput, skip: str = "", names: Sequence[str] | None = None) -> list[TierScore]:
+    """The tier vector: every registered tier (or those in `names`) in order; with `skip` (why there
+    is no patch to look at), the tiers that need one score 0 with that reason."""
+    scores: list[TierScore] = []
+    for index, tier in enumerate(TIERS):
+        if names is not None and tier.name not in names:
+            continue
+        outcome = Outcome(0.0, False, {"skipped": skip}) if skip and tier.needs_patch else tier.check(given)
+        scores.append(TierScore(tier=index, name=tier.name, score=outcome.score, passed=outcome.passed,
+                                scored=outcome.scored, evidence=outcome.evidence))
+    return scores
+
+
+def format_tier(trajectory: Trajectory, report: RewardReport) -> Outcome:
     """Tier 0: submitted, no unrecovered format error, a non-empty patch that applies to the base.
 
     A format error followed by a good turn was recovered; errors on the last turns were not.
@@ -94,7 +152,7 @@ def format_tier(trajectory: Trajectory, report: RewardReport) -> TierScore:
     if report.status == EvalStatus.PATCH_FAILED:
         evidence["apply_error"] = report.error
     ok = all(checks.values())
-    return _tier(0, 1.0 if ok else 0.0, ok, evidence)
+    return Outcome(1.0 if ok else 0.0, ok, evidence)
 
 
 @dataclass(frozen=True)
@@ -199,7 +257,7 @@ def _lint_count(sandbox: Sandbox, linter: Linter, command: str, source: str, pat
     return int(last[0])
 
 
-def static_tier(sandbox: Sandbox, env: Environment, instance: TaskInstance, candidate: str) -> TierScore:
+def static_tier(sandbox: Sandbox, env: Environment, instance: TaskInstance, candidate: str) -> Outcome:
     """Tier 1: the changed Python files compile, and the repo's linters find no new errors in them.
 
     Runs after the candidate is applied. The linter's count at the base comes from the base
@@ -211,7 +269,7 @@ def static_tier(sandbox: Sandbox, env: Environment, instance: TaskInstance, cand
     python = environment_python(env)
     files, compile_errors = _compile_errors(sandbox, python, names) if names else ([], {})
     if not files:
-        return _tier(1, 1.0, True, {"python_files": [], "checked": ["no Python file changed outside the tests"]})
+        return not_scored("no Python file changed outside the tests", python_files=[])
     bad: set[str] = set(compile_errors)
     evidence: dict[str, Any] = {"python_files": files, "checked": [f"{python} compile()"], "compile_errors": compile_errors}
     for linter in LINTERS:
@@ -234,10 +292,10 @@ def static_tier(sandbox: Sandbox, env: Environment, instance: TaskInstance, cand
     if len(evidence["checked"]) == 1:
         evidence["checked"].append("no linter configured and runnable")
     evidence["failing_files"] = sorted(bad)
-    return _tier(1, (len(files) - len(bad)) / len(files), not bad, evidence)
+    return Outcome((len(files) - len(bad)) / len(files), not bad, evidence)
 
 
-def tests_tier(report: RewardReport) -> TierScore:
+def tests_tier(report: RewardReport) -> Outcome:
     """Tier 2 from the SWE-bench grading: F2P fraction passing times P2P fraction kept.
 
     A product, so that a patch which changes nothing (every P2P kept, no F2P) earns nothing.
@@ -260,7 +318,7 @@ def tests_tier(report: RewardReport) -> TierScore:
     if all(f2p + p2p) and not report.resolved:
         evidence["log_untrusted"] = report.error
         score = 0.0
-    return _tier(2, score, report.resolved, evidence)
+    return Outcome(score, report.resolved, evidence)
 
 
 def suite_at_base(sandbox: Sandbox, env: Environment, instance: TaskInstance) -> SuiteRun:
@@ -352,23 +410,26 @@ def verification_tier(
     baseline: SuiteRun,
     candidate: str,
     judge: Judge | None = None,
-) -> TierScore:
+) -> Outcome:
     """Tier 3: every other test that passed at base + test patch still passes; flaky tests excluded.
 
     Runs the whole suite on the graded tree (candidate + test patch). The listed F2P/P2P tests
     are tier 2's; a test missing from the new log counts as failed. When no other test passed at
     base (every test is listed, as in tasks whose PASS_TO_PASS is the whole suite) there is
-    nothing to watch and the suite is not run again. A judge, if given, multiplies the score by
-    its own and must accept the patch for the tier to pass.
+    nothing to watch: the suite is not run again and, without a judge, the tier is not scored. A
+    judge, if given, multiplies the score by its own and must accept the patch for the tier to pass.
     """
     listed = set(instance.FAIL_TO_PASS) | set(instance.PASS_TO_PASS)
     flaky = set(env.spec.flaky_tests) | set(env.spec.network_tests)  # sandboxes have no network
     passing_at_base = sorted(t for t, s in baseline.statuses.items() if passed(s) and t not in listed)
     watched = [t for t in passing_at_base if t not in flaky]
+    excluded = sorted(flaky.intersection(passing_at_base))
+    if not watched and judge is None:
+        return not_scored("no other test passed at base", suite_not_rerun=True, flaky_or_network_excluded=excluded)
     try:
         after = run_suite(sandbox, env.spec, TEST_TIMEOUT_S) if watched else None
     except TestRunError as exc:  # e.g. a log the candidate's tree made too large: nothing is known to pass
-        return _tier(3, 0.0, False, {"other_tests_passing_at_base": len(watched), "suite_error": str(exc)})
+        return Outcome(0.0, False, {"other_tests_passing_at_base": len(watched), "suite_error": str(exc)})
     regressed = [t for t in watched if after is not None and not after.passed(t)]
     score = (len(watched) - len(regressed)) / len(watched) if watched else 1.0
     accepted = not regressed
@@ -377,7 +438,7 @@ def verification_tier(
         "still_passing": len(watched) - len(regressed),
         "regressed": regressed[:MAX_LISTED],
         "regressed_count": len(regressed),
-        "flaky_or_network_excluded": sorted(flaky.intersection(passing_at_base)),
+        "flaky_or_network_excluded": excluded,
     }
     if after is None:
         evidence["suite_not_rerun"] = "no other test passed at base"
@@ -388,4 +449,11 @@ def verification_tier(
         score *= verdict.score
         accepted = accepted and verdict.passed
         evidence["judge"] = verdict.model_dump()
-    return _tier(3, score, accepted, evidence)
+    return Outcome(score, accepted, evidence)
+
+
+register(Tier("format", 0.1, lambda given: format_tier(given.trajectory, given.report), needs_patch=False))
+register(Tier("static", 0.1, lambda given: static_tier(given.sandbox, given.env, given.instance, given.trajectory.patch)))
+register(Tier("tests", 0.6, lambda given: tests_tier(given.report)))
+register(Tier("verification", 0.2, lambda given: verification_tier(
+    given.sandbox, given.env, given.instance, given.baseline, given.trajectory.patch, given.judge)))

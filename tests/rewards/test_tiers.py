@@ -12,9 +12,9 @@ from pydantic import PrivateAttr
 from taskrepo import SOURCE, TESTS, git, make_task_repo, source_patch
 
 from swedojo.repos import resolve_repo
-from swedojo.rewards.compose import RewardConfig, RewardMode, TierWeights, compose
+from swedojo.rewards.compose import RewardConfig, RewardMode, compose
 from swedojo.rewards.score import score
-from swedojo.rewards.tiers import BaselineCache, Verdict, format_tier
+from swedojo.rewards.tiers import TIERS, BaselineCache, Outcome, Tier, Verdict, format_tier, register
 from swedojo.sandboxes.base import ExecResult, Sandbox, SandboxConfig
 from swedojo.sandboxes.environment import Environment, default_python_env
 from swedojo.schema import (
@@ -24,12 +24,13 @@ from swedojo.schema import (
     Step,
     TaskInstance,
     TestStatus,
+    TierScore,
     Trajectory,
 )
 from swedojo.testrun.command import suite_command
 from swedojo.testrun.run import SuiteRun
 
-EQUAL = TierWeights(format=1, static=1, tests=1, verification=1)
+EQUAL = {"format": 1.0, "static": 1.0, "tests": 1.0, "verification": 1.0}
 GATED = RewardConfig(mode=RewardMode.GATED, weights=EQUAL)
 PARTIAL = RewardConfig(mode=RewardMode.PARTIAL, weights=EQUAL)
 BINARY = RewardConfig(mode=RewardMode.BINARY)
@@ -57,8 +58,9 @@ def _rescore(report: RewardReport, config: RewardConfig) -> float:
     return compose(report.tiers, report.resolved, config)
 
 
-def _vector(report: RewardReport) -> list[tuple[float, bool]]:
-    return [(t.score, t.passed) for t in report.tiers]
+def _vector(report: RewardReport) -> list[tuple[float, bool] | None]:
+    """(score, passed) per tier; None for a tier that was not scored."""
+    return [(t.score, t.passed) if t.scored else None for t in report.tiers]
 
 
 @pytest.fixture
@@ -85,8 +87,8 @@ def test_patch_that_does_not_compile_fails_static(calc):
     assert "SyntaxError" in static.evidence["compile_errors"]["calc.py"]
     assert static.evidence["checked"] == ["python compile()", "no linter configured and runnable"]
     assert report.tiers[2].score == 0.0  # nothing imports
-    assert report.reward == 0.25  # format only: the gate closes at static
-    assert _rescore(report, PARTIAL) == 0.5  # format + a vacuous verification (no other tests)
+    assert report.reward == 1 / 3  # format only: the gate closes at static; verification is not scored
+    assert _rescore(report, PARTIAL) == 1 / 3  # no other test to watch adds nothing, never a vacuous pass
 
 
 def test_modules_the_patch_adds_cannot_fake_the_compile_check(calc):
@@ -107,8 +109,8 @@ def test_patch_that_breaks_pass_to_pass_scores_tests_partially(calc):
     assert (tests.score, tests.passed) == (0.5, False)
     assert tests.evidence["fail_to_pass"] == "1/1" and tests.evidence["pass_to_pass"] == "1/2"
     assert report.status == EvalStatus.UNRESOLVED
-    assert report.reward == 0.625  # format 1 + static 1 + tests 0.5; verification gated out
-    assert _rescore(report, PARTIAL) == 0.875
+    assert report.reward == 2.5 / 3  # format 1 + static 1 + tests 0.5; verification not scored (every test listed)
+    assert _rescore(report, PARTIAL) == 2.5 / 3
     assert _rescore(report, BINARY) == 0.0
 
 
@@ -124,8 +126,8 @@ def test_partial_fix_of_two_fail_to_pass_tests(calc):
     })
     report = score(env, task, _run(source_patch("calc.py", SOURCE, HALF_FIX)), GATED)
     assert report.tiers[2].evidence["fail_to_pass"] == "1/2" and report.tiers[2].evidence["pass_to_pass"] == "2/2"
-    assert _vector(report) == [(1.0, True), (1.0, True), (0.5, False), (1.0, True)]
-    assert report.reward == 0.625 and _rescore(report, PARTIAL) == 0.875
+    assert _vector(report) == [(1.0, True), (1.0, True), (0.5, False), None]
+    assert report.reward == 2.5 / 3 and _rescore(report, PARTIAL) == 2.5 / 3
     full = score(env, task, _run(source_patch("calc.py", SOURCE, FIXED)), GATED)
     assert full.resolved and full.reward == 1.0
 
@@ -134,7 +136,7 @@ def test_full_fix_passes_every_tier(calc):
     env, task = calc
     report = score(env, task, _run(task.patch), GATED)
     assert report.status == EvalStatus.RESOLVED and report.resolved
-    assert _vector(report) == [(1.0, True)] * 4
+    assert _vector(report) == [(1.0, True)] * 3 + [None]  # every test is listed: nothing else to watch
     assert report.tiers[1].evidence["python_files"] == ["calc.py"]
     assert report.reward == 1.0 and _rescore(report, PARTIAL) == 1.0 and _rescore(report, BINARY) == 1.0
     assert score(env, task, _run(task.patch)).reward == 1.0  # default config too
@@ -145,7 +147,7 @@ def test_scoring_is_deterministic(calc):
     run = _run(source_patch("calc.py", SOURCE, BREAKS_ADD))
     first, second = score(env, task, run, PARTIAL), score(env, task, run, PARTIAL)
     assert [t.model_dump() for t in first.tiers] == [t.model_dump() for t in second.tiers]
-    assert first.reward == second.reward == 0.875
+    assert first.reward == second.reward == 2.5 / 3
 
 
 def test_empty_patch_and_unsubmitted_runs_fail_format(calc):
@@ -155,7 +157,7 @@ def test_empty_patch_and_unsubmitted_runs_fail_format(calc):
     assert [t.evidence for t in empty.tiers[1:]] == [{"skipped": "empty patch"}] * 3
     unsubmitted = score(env, task, _run(task.patch, ExitStatus.LIMIT_STEPS), GATED)
     assert unsubmitted.tiers[0].evidence["submitted"] is False
-    assert unsubmitted.reward == 0.0 and _rescore(unsubmitted, PARTIAL) == 0.75
+    assert unsubmitted.reward == 0.0 and _rescore(unsubmitted, PARTIAL) == 2 / 3
 
 
 def test_format_errors_count_only_when_not_recovered():
@@ -179,7 +181,8 @@ def test_verification_catches_regressions_outside_the_listed_tests(calc):
     assert report.reward == 0.75
     env.spec.flaky_tests = ["test_calc.py::test_clamp_low"]
     flaky = score(env, task, run, GATED)
-    assert flaky.tiers[3].passed and flaky.tiers[3].evidence["flaky_or_network_excluded"] == ["test_calc.py::test_clamp_low"]
+    assert not flaky.tiers[3].scored and not flaky.tiers[3].passed
+    assert flaky.tiers[3].evidence["flaky_or_network_excluded"] == ["test_calc.py::test_clamp_low"]
     assert flaky.reward == 1.0
 
 
@@ -206,7 +209,7 @@ def test_the_suite_reruns_after_the_patch_only_when_an_unlisted_test_passed_at_b
     env, task = calc
     counting = CountingEnvironment.model_validate(env.model_dump())
     report = score(counting, task, _run(task.patch), GATED)  # every test of the suite is listed
-    assert report.tiers[3].passed and report.tiers[3].evidence["suite_not_rerun"] == "no other test passed at base"
+    assert not report.tiers[3].scored and report.tiers[3].evidence["not_scored"] == "no other test passed at base"
     assert "suite_exit_code" not in report.tiers[3].evidence
     assert [run == suite_command(env.spec) for run in counting._test_runs] == [True, False]  # suite at base, graded
     counting._test_runs.clear()
@@ -315,3 +318,31 @@ def test_when_the_first_baseline_fails_a_waiting_score_runs_its_own():
         with pytest.raises(RuntimeError):
             first.result()
         assert second.result().exit_code == 0
+
+
+def test_a_new_tier_is_one_definition_and_one_registration(calc):
+    env, task = calc
+    size = Tier("size", 1.0, lambda given: Outcome(0.5, True, {"patch_lines": len(given.trajectory.patch.splitlines())}))
+    register(size)
+    try:
+        report = score(env, task, _run(task.patch), RewardConfig(mode=RewardMode.PARTIAL, weights={"size": 3.0}))
+    finally:
+        TIERS.remove(size)
+    assert [(t.tier, t.name) for t in report.tiers][-1] == (4, "size") and report.tiers[4].evidence["patch_lines"] > 0
+    # format, static, tests at their default weights (0.1, 0.1, 0.6), verification not scored, size 0.5 at 3.0
+    assert report.reward == pytest.approx((0.1 + 0.1 + 0.6 + 3.0 * 0.5) / (0.1 + 0.1 + 0.6 + 3.0))
+    with pytest.raises(ValueError, match="a tier named 'format' is registered already"):
+        register(Tier("format", 1.0, lambda given: Outcome(1.0, True, {})))
+
+
+def test_weights_name_registered_tiers_and_not_scored_tiers_are_left_out():
+    with pytest.raises(ValueError, match="no tier named speed"):
+        RewardConfig(weights={"speed": 1.0})
+    with pytest.raises(ValueError, match="at least one tier weight must be positive"):
+        RewardConfig(weights=dict.fromkeys(("format", "static", "tests", "verification"), 0.0))
+    scored = [TierScore(tier=0, name="format", score=1.0, passed=True), TierScore(tier=1, name="static", score=0.0, passed=False)]
+    unscored = TierScore(tier=1, name="static", score=0.0, passed=False, scored=False)
+    tests = TierScore(tier=2, name="tests", score=1.0, passed=True)
+    assert compose([scored[0], unscored, tests], True, GATED) == 1.0  # not scored: neither a failure nor a gate
+    assert compose([*scored, tests], True, GATED) == 1 / 3  # a failed static closes the gate
+    assert compose([unscored], False, GATED) == 0.0
