@@ -90,7 +90,7 @@ def eval_command(
                                 "with RepoLaunch, cached (default: on, except for bundled suites, which need none)."),
 ) -> None:
     """Evaluate a policy on a bench suite: per-instance results, summary, sb-cli predictions."""
-    from swedojo.agent.policies import make_policy
+    from swedojo.agent.factory import make_policy
     from swedojo.datasets.io import SuiteFormatError
     from swedojo.datasets.registry import SUITES, load_suite
     from swedojo.evaluate import evaluate
@@ -140,7 +140,7 @@ def eval_command(
 @app.command()
 def demo(out: Path = typer.Option(None, help="Run directory (default runs/demo-<timestamp>).")) -> None:
     """The pipeline on the embedded defaults: demo suite with gold and empty, the agent on a tiny model, RL export."""
-    from swedojo.agent.policies import make_policy
+    from swedojo.agent.factory import make_policy
     from swedojo.datasets.registry import load_suite
     from swedojo.evaluate import evaluate
     from swedojo.rewards.compose import RewardConfig

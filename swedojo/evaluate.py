@@ -15,7 +15,7 @@ from typing import Callable
 
 from pydantic import BaseModel
 
-from swedojo.agent.policies import Policy
+from swedojo.agent.base import Policy
 from swedojo.datasets.io import RecordError
 from swedojo.rewards.compose import RewardConfig
 from swedojo.rewards.tiers import BaselineCache

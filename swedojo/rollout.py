@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Any, Callable
 import git
 from pydantic import BaseModel, PrivateAttr
 
-from swedojo.agent.policies import Policy, RunContext
+from swedojo.agent.backends import ModelBackend
+from swedojo.agent.base import Policy, RunContext
+from swedojo.agent.loop import AgentConfig, ModelPolicy
 from swedojo.repolaunch.errors import LaunchError
 from swedojo.repos import resolve_repo
 from swedojo.rewards.compose import RewardConfig, TierWeights, compose
@@ -182,11 +184,9 @@ ISSUE_REWARD = RewardConfig(weights=TierWeights(format=1.0, static=1.0, tests=0.
 """A raw issue has no known tests: the reward covers format and static checks only."""
 
 
-def run_issue(repo: str, text: str, model: object, out: Path, *, commit: str = "", backend: str = "local",
-              agent: object | None = None, mirror: Path | None = None) -> IssueRun:
+def run_issue(repo: str, text: str, model: ModelBackend, out: Path, *, commit: str = "", backend: str = "local",
+              agent: AgentConfig | None = None, mirror: Path | None = None) -> IssueRun:
     """`dojo run`: the model policy on one issue (its text) of one repo; patch, trajectory and report into `out`."""
-    from swedojo.agent.policies import make_policy
-
     source = resolve_repo(repo, mirror)
     try:
         sha = git.Repo(source).commit(commit or "HEAD").hexsha
@@ -199,7 +199,7 @@ def run_issue(repo: str, text: str, model: object, out: Path, *, commit: str = "
     out.mkdir(parents=True, exist_ok=True)
     files = IssueRunDir(out)
     save = _checkpointer(files.trajectory)
-    policy = make_policy("model", model, agent=agent)
+    policy = ModelPolicy(model, agent)
     with env.open(instance.base_commit) as sandbox:
         trajectory = policy.solve(instance, sandbox, RunContext(spec=env.spec, checkpoint=save))
     save(trajectory)

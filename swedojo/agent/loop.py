@@ -15,9 +15,15 @@ from datetime import datetime, timezone
 from pydantic import BaseModel, Field
 from tenacity import retry, retry_if_exception_type, stop_after_attempt, wait_exponential
 
-from swedojo.agent.backends import Generation, Message, ModelBackend, SamplingParams, TransientBackendError
-from swedojo.agent.backends.openai_http import RAW_ARGUMENTS_KEY
-from swedojo.agent.policies import RunContext
+from swedojo.agent.backends import (
+    RAW_ARGUMENTS_KEY,
+    Generation,
+    Message,
+    ModelBackend,
+    SamplingParams,
+    TransientBackendError,
+)
+from swedojo.agent.base import RunContext
 from swedojo.repolaunch.parsers import parse_log
 from swedojo.rewards.grading import patch_files, test_command
 from swedojo.sandboxes.base import Sandbox, SandboxError
