@@ -131,7 +131,7 @@ def structured_calls(calls: list[ToolCall]) -> tuple[list[ToolCall], list[Format
 
 @dataclass
 class Episode:
-    """One run's state, handed to every step, so a ModelPolicy keeps none and may solve tasks in parallel."""
+    """One run's state, handed to every step, so a ModelPolicy object keeps no per-run state."""
 
     sandbox: Sandbox
     """Where the tools act."""
