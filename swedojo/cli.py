@@ -14,6 +14,7 @@ from swedojo.schema import ALL_SCHEMAS
 from swedojo.datasets.gen.cli import gen_command
 from swedojo.repolaunch.cli import launch_command
 from swedojo.rewards.cli import export_command, mismatch_command
+from swedojo.rundir import IssueRunDir, RunDir
 from swedojo.sandboxes.cli import sandbox_app
 from swedojo.tools.cli import tools_command
 
@@ -67,7 +68,8 @@ def _print_summary(summary, out: Path) -> None:
             table.add_row(status, str(count))
     table.add_row("[bold]resolved rate[/bold]", f"[bold]{summary.resolved}/{summary.total} ({summary.resolved_rate:.0%})[/bold]")
     console.print(table)
-    console.print(f"results: {out}/results.jsonl  summary: {out}/summary.json  preds: {out}/preds.json")
+    run_dir = RunDir(out)
+    console.print(f"results: {run_dir.results}  summary: {run_dir.summary}  preds: {run_dir.preds}")
 
 
 @app.command("eval")
@@ -88,7 +90,7 @@ def eval_command(
                                 "with RepoLaunch, cached (default: on, except for bundled suites, which need none)."),
 ) -> None:
     """Evaluate a policy on a bench suite: per-instance results, summary, sb-cli predictions."""
-    from swedojo.agent.policies import make_policy
+    from swedojo.agent.factory import make_policy
     from swedojo.datasets.io import SuiteFormatError
     from swedojo.datasets.registry import SUITES, load_suite
     from swedojo.evaluate import evaluate
@@ -125,7 +127,7 @@ def eval_command(
 
         warm = SandboxPool(pool)
     resolver = EnvironmentResolver(backend=backend, mirror=loaded_suite.mirror, launch=launching,
-                                   launch_dir=out / "environments", pool=warm)
+                                   launch_dir=RunDir(out).environments, pool=warm)
     reward_config = RewardConfig() if rewards == "tiers" else None
     try:
         summary = evaluate(instances, lambda: make_policy(policy, model_backend, trajectories, agent), resolver, out, suite, loaded_suite.loaded.errors, workers, show, reward_config)
@@ -138,7 +140,7 @@ def eval_command(
 @app.command()
 def demo(out: Path = typer.Option(None, help="Run directory (default runs/demo-<timestamp>).")) -> None:
     """The pipeline on the embedded defaults: demo suite with gold and empty, the agent on a tiny model, RL export."""
-    from swedojo.agent.policies import make_policy
+    from swedojo.agent.factory import make_policy
     from swedojo.datasets.registry import load_suite
     from swedojo.evaluate import evaluate
     from swedojo.rewards.compose import RewardConfig
@@ -197,7 +199,8 @@ def run_command(
                   + (f" ({trajectory.error})" if trajectory.error else ""))
     sampled = sum(len(s.response_token_ids) for s in trajectory.steps)
     console.print(f"tokens sampled: {sampled}; patch: {len(trajectory.patch.splitlines())} lines; reward {result.report.reward:.2f}")
-    console.print(f"patch: {out}/patch.diff  trajectory: {out}/trajectory.json  report: {out}/report.json")
+    files = IssueRunDir(out)
+    console.print(f"patch: {files.patch}  trajectory: {files.trajectory}  report: {files.report}")
 
 
 if __name__ == "__main__":

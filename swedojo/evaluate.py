@@ -1,7 +1,7 @@
 """`dojo eval`: run a policy over a suite into a run directory, resumable and error-isolated.
 
-Outputs: `results.jsonl` (one `InstanceResult` per line, appended as each finishes, so a killed
-run resumes where it stopped), `summary.json`, `preds.json` (sb-cli format), `trajectories/`.
+Outputs (see `RunDir`): `results.jsonl` (one `InstanceResult` per line, appended as each finishes,
+so a killed run resumes where it stopped), `summary.json`, `preds.json` (sb-cli format), `trajectories/`.
 """
 
 from __future__ import annotations
@@ -15,11 +15,12 @@ from typing import Callable
 
 from pydantic import BaseModel
 
-from swedojo.agent.policies import Policy
+from swedojo.agent.base import Policy
 from swedojo.datasets.io import RecordError
 from swedojo.rewards.compose import RewardConfig
 from swedojo.rewards.tiers import BaselineCache
-from swedojo.rollout import EnvironmentResolver, InstanceResult, run_instance
+from swedojo.rollout import EnvironmentResolver, run_instance
+from swedojo.rundir import InstanceResult, RunDir
 from swedojo.schema import EvalStatus, TaskInstance
 
 
@@ -42,18 +43,6 @@ class Summary(BaseModel):
     """Suite records that could not be loaded, one line each."""
 
 
-def _read_results(path: Path) -> dict[str, InstanceResult]:
-    done: dict[str, InstanceResult] = {}
-    if path.exists():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                result = InstanceResult.model_validate_json(line)
-            except ValueError:
-                continue  # a line cut by a kill: that instance runs again
-            done[result.instance_id] = result
-    return done
-
-
 def evaluate(
     instances: list[TaskInstance],
     policy_factory: Callable[[], Policy],
@@ -71,17 +60,17 @@ def evaluate(
     the suite's run at base is kept in `out/baselines`, so a resumed run does not repeat it).
     """
     out.mkdir(parents=True, exist_ok=True)
-    results_path = out / "results.jsonl"
-    done = _read_results(results_path)
+    run_dir = RunDir(out)
+    done = run_dir.read_results()
     todo = [i for i in instances if i.instance_id not in done]
     lock = threading.Lock()
     policy_name = policy_factory().name
-    baselines = BaselineCache(out / "baselines") if rewards else None
+    baselines = BaselineCache(run_dir.baselines) if rewards else None
 
     def work(instance: TaskInstance) -> None:
-        result = run_instance(instance, resolver, policy_factory(), out / "trajectories", rewards, baselines)
+        result = run_instance(instance, resolver, policy_factory(), run_dir.trajectory(instance.instance_id), rewards, baselines)
         with lock:
-            with results_path.open("a", encoding="utf-8") as fh:
+            with run_dir.results.open("a", encoding="utf-8") as fh:
                 fh.write(result.model_dump_json() + "\n")
             done[result.instance_id] = result
             if on_result:
@@ -99,7 +88,7 @@ def evaluate(
         counts={s.value: counts.get(s.value, 0) for s in EvalStatus},
         record_errors=[str(e) for e in record_errors or []],
     )
-    (out / "summary.json").write_text(summary.model_dump_json(indent=2))
+    run_dir.summary.write_text(summary.model_dump_json(indent=2))
     preds = [{"instance_id": r.instance_id, "model_name_or_path": policy_name, "model_patch": r.patch} for r in ordered]
-    (out / "preds.json").write_text(json.dumps(preds, indent=1))
+    run_dir.preds.write_text(json.dumps(preds, indent=1))
     return summary

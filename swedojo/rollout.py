@@ -18,13 +18,16 @@ from typing import TYPE_CHECKING, Any, Callable
 import git
 from pydantic import BaseModel, PrivateAttr
 
-from swedojo.agent.policies import Policy, RunContext
+from swedojo.agent.backends import ModelBackend
+from swedojo.agent.base import Policy, RunContext
+from swedojo.agent.loop import AgentConfig, ModelPolicy
 from swedojo.repolaunch.errors import LaunchError
 from swedojo.repos import resolve_repo
 from swedojo.rewards.compose import RewardConfig, compose
 from swedojo.rewards.grading import grade, in_fresh_sandbox
 from swedojo.rewards.score import score
 from swedojo.rewards.tiers import BaselineCache, TierInput, run_tiers
+from swedojo.rundir import InstanceResult, IssueRunDir
 from swedojo.sandboxes.base import Sandbox, SandboxConfig
 from swedojo.sandboxes.environment import Environment, default_python_env
 from swedojo.schema import (
@@ -38,29 +41,6 @@ from swedojo.testrun.patches import PatchApplyError, apply_patch
 
 if TYPE_CHECKING:
     from swedojo.sandboxes.pool import SandboxPool
-
-
-class InstanceResult(BaseModel):
-    """One line of `results.jsonl`."""
-
-    instance_id: str
-    """Task id."""
-    policy: str
-    """Policy that produced the patch."""
-    status: EvalStatus
-    """Grading outcome; infra_error is never the agent's fault."""
-    resolved: bool
-    """Resolved per SWE-bench."""
-    exit_status: ExitStatus
-    """Why the agent stopped."""
-    error: str = ""
-    """One-line reason for a non-resolved status, if there is one."""
-    patch: str = ""
-    """The submitted patch."""
-    report: RewardReport
-    """Full grading report."""
-    duration_s: float = 0.0
-    """Wall time for agent plus grading."""
 
 
 class EnvironmentResolver(BaseModel):
@@ -124,16 +104,16 @@ def _infra_result(instance: TaskInstance, policy: Policy, error: str, start: flo
     )
 
 
-def _checkpointer(traj_dir: Path | None, instance_id: str) -> Callable[[Trajectory], None]:
-    """Write the trajectory atomically (temp file + rename): a kill never leaves half a file."""
+def _checkpointer(path: Path | None) -> Callable[[Trajectory], None]:
+    """Write the trajectory to `path` atomically (temp file + rename): a kill never leaves half a file."""
 
     def save(trajectory: Trajectory) -> None:
-        if traj_dir is None:
+        if path is None:
             return
-        traj_dir.mkdir(parents=True, exist_ok=True)
-        tmp = traj_dir / f".{instance_id}.json.tmp"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
         tmp.write_text(trajectory.model_dump_json(indent=1))
-        os.replace(tmp, traj_dir / f"{instance_id}.json")
+        os.replace(tmp, path)
 
     return save
 
@@ -142,13 +122,14 @@ def run_instance(
     instance: TaskInstance,
     resolver: EnvironmentResolver,
     policy: Policy,
-    traj_dir: Path | None = None,
+    trajectory_file: Path | None = None,
     rewards: RewardConfig | None = None,
     baselines: BaselineCache | None = None,
 ) -> InstanceResult:
     """Run `policy` on `instance`, then grade (and, with `rewards`, score every tier) in a fresh sandbox. Never raises.
 
-    `baselines`: the suite's runs at base kept between scores (see `BaselineCache`).
+    `trajectory_file`: where the trajectory is saved after every step. `baselines`: the suite's runs
+    at base kept between scores (see `BaselineCache`).
     """
     start = time.monotonic()
     try:
@@ -156,7 +137,7 @@ def run_instance(
         sandbox = env.open(instance.base_commit)
     except Exception as exc:
         return _infra_result(instance, policy, f"environment: {exc}".splitlines()[0], start)
-    run = RunContext(spec=env.spec, checkpoint=_checkpointer(traj_dir, instance.instance_id))
+    run = RunContext(spec=env.spec, checkpoint=_checkpointer(trajectory_file))
     try:
         trajectory = policy.solve(instance, sandbox, run)
     except Exception as exc:
@@ -210,11 +191,9 @@ ISSUE_REWARD = RewardConfig(weights={"format": 1.0, "static": 1.0})
 """A raw issue has no known tests: the reward covers format and static checks only."""
 
 
-def run_issue(repo: str, text: str, model: object, out: Path, *, commit: str = "", backend: str = "local",
-              agent: object | None = None, mirror: Path | None = None) -> IssueRun:
+def run_issue(repo: str, text: str, model: ModelBackend, out: Path, *, commit: str = "", backend: str = "local",
+              agent: AgentConfig | None = None, mirror: Path | None = None) -> IssueRun:
     """`dojo run`: the model policy on one issue (its text) of one repo; patch, trajectory and report into `out`."""
-    from swedojo.agent.policies import make_policy
-
     source = resolve_repo(repo, mirror)
     try:
         sha = git.Repo(source).commit(commit or "HEAD").hexsha
@@ -225,14 +204,15 @@ def run_issue(repo: str, text: str, model: object, out: Path, *, commit: str = "
     resolver = EnvironmentResolver(backend=backend, mirror=mirror)
     env = resolver.resolve(instance)
     out.mkdir(parents=True, exist_ok=True)
-    save = _checkpointer(out, "trajectory")
-    policy = make_policy("model", model, agent=agent)
+    files = IssueRunDir(out)
+    save = _checkpointer(files.trajectory)
+    policy = ModelPolicy(model, agent)
     with env.open(instance.base_commit) as sandbox:
         trajectory = policy.solve(instance, sandbox, RunContext(spec=env.spec, checkpoint=save))
     save(trajectory)
-    (out / "patch.diff").write_text(trajectory.patch, encoding="utf-8")
+    files.patch.write_text(trajectory.patch, encoding="utf-8")
     report = _format_and_static(env, instance, trajectory)
-    (out / "report.json").write_text(report.model_dump_json(indent=1), encoding="utf-8")
+    files.report.write_text(report.model_dump_json(indent=1), encoding="utf-8")
     return IssueRun(trajectory=trajectory, report=report)
 
 

@@ -17,7 +17,11 @@ def test_gold_resolves_every_demo_task_with_full_reward(tmp_path):
     summary, rows = _eval("gold", tmp_path / "gold")
     assert summary["total"] >= 8 and summary["resolved"] == summary["total"]
     assert all(r["report"]["reward"] == 1.0 for r in rows)
-    assert all([t["passed"] for t in r["report"]["tiers"]] == [True] * 4 for r in rows)
+    tiers = [r["report"]["tiers"] for r in rows]
+    assert all(t["passed"] for vector in tiers for t in vector if t["scored"])
+    assert all([t["name"] for t in vector if t["scored"]][:3] == ["format", "static", "tests"] for vector in tiers)
+    # verification is scored where the task leaves some test of the suite unlisted, else "not scored"
+    assert all(t["scored"] or t["evidence"]["not_scored"] == "no other test passed at base" for vector in tiers for t in vector)
 
 
 def test_empty_resolves_no_demo_task(tmp_path):

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import shlex
 import time
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from pydantic import BaseModel, Field
@@ -21,14 +22,14 @@ from tenacity import (
 )
 
 from swedojo.agent.backends import (
+    RAW_ARGUMENTS_KEY,
     Generation,
     Message,
     ModelBackend,
     SamplingParams,
     TransientBackendError,
 )
-from swedojo.agent.backends.openai_http import RAW_ARGUMENTS_KEY
-from swedojo.agent.policies import RunContext
+from swedojo.agent.base import RunContext
 from swedojo.sandboxes.base import Sandbox, SandboxError
 from swedojo.schema import EnvSpec, ExitStatus, Step, TaskInstance, ToolCall, Trajectory
 from swedojo.testrun.command import selects_tests
@@ -136,8 +137,43 @@ def structured_calls(calls: list[ToolCall]) -> tuple[list[ToolCall], list[Format
     return good, bad
 
 
+@dataclass
+class Episode:
+    """One run's state, handed to every step, so a ModelPolicy object keeps no per-run state."""
+
+    sandbox: Sandbox
+    """Where the tools act."""
+    run: RunContext
+    """What the rollout handed the policy."""
+    trajectory: Trajectory
+    """The run so far."""
+    messages: list[Message]
+    """The conversation the next turn is sampled from."""
+    conversation: str
+    """The backend's id for this conversation (its cache), released when the run ends."""
+    tools: ToolContext
+    """What every tool call sees besides the sandbox."""
+    verify_left: int
+    """How many more submissions may be sent back for failing tests."""
+    started: float = field(default_factory=time.monotonic)
+    """Monotonic start time, for `max_wall_s`."""
+    sampled: int = 0
+    """Tokens sampled so far, for `max_tokens`."""
+    timeouts: int = 0
+    """Consecutive turns with a timed-out call."""
+    format_errors: FormatErrorCounter = field(default_factory=FormatErrorCounter)
+    """Consecutive turns without one valid call."""
+    context: list[int] = field(default_factory=list)
+    """Prompt and sampled ids of the last turn: what the next prompt should extend."""
+
+
 class ModelPolicy:
-    """Plan, execute, verify, submit, with a model backend and typed tools."""
+    """Plan, execute, verify, submit, with a model backend and typed tools.
+
+    `solve` is a short loop over steps a subclass may override one at a time: `start`, then per turn
+    `query` the backend, `record` the step, `parse` the calls, `execute` them, `observe` the results,
+    `review` a submission, `checkpoint` the trajectory and check `stop_reason`; at the end `finish`.
+    """
 
     name = "model"
 
@@ -147,7 +183,65 @@ class ModelPolicy:
         self.registry = self.config.tools.build(self.config.tool_set)
         self.format = get_format(self.config.tool_format)
 
-    def _generate(self, messages: list[Message], conversation_id: str) -> Generation:
+    def solve(self, instance: TaskInstance, sandbox: Sandbox, run: RunContext | None = None) -> Trajectory:
+        episode = self.start(instance, sandbox, run or RunContext())
+        limits = self.config.limits
+        status = ExitStatus.LIMIT_STEPS
+        try:
+            for index in range(limits.max_steps):
+                if time.monotonic() - episode.started > limits.max_wall_s:
+                    status = ExitStatus.LIMIT_TIME
+                    break
+                stop = self.step(episode, index)
+                if stop is not None:
+                    status = stop
+                    break
+        except SandboxError as exc:
+            status, episode.trajectory.error = ExitStatus.INFRA_ERROR, f"sandbox: {exc}"
+        finally:
+            self.backend.release(episode.conversation)
+        return self.finish(episode, status)
+
+    def start(self, instance: TaskInstance, sandbox: Sandbox, run: RunContext) -> Episode:
+        """The prompts, an empty trajectory and the conversation they open."""
+        system = SYSTEM_PROMPT.format(tools=self.format.render_tools(self.registry.specs()))
+        task = TASK_PROMPT.format(workdir=sandbox.workdir, issue=instance.problem_statement.strip())
+        trajectory = Trajectory(
+            instance_id=instance.instance_id, policy=self.name, model=self.backend.name, group_id=run.group_id,
+            system_prompt=system, task_prompt=task, tool_fingerprints=self.registry.fingerprints(),
+            toolset_fingerprint=self.registry.fingerprint,
+        )
+        return Episode(sandbox=sandbox, run=run, trajectory=trajectory, messages=[Message.system(system), Message.user(task)],
+                       conversation=f"{instance.instance_id}-{id(trajectory)}", tools=ToolContext(env=run.spec),
+                       verify_left=self.config.verify_rounds)
+
+    def step(self, episode: Episode, index: int) -> ExitStatus | None:
+        """One turn; the status when the run ends with it."""
+        generation = self.query(episode)
+        episode.messages.append(generation.message())
+        step = self.record(episode, index, generation)
+        calls, errors = self.parse(generation)
+        step.tool_calls = calls
+        results = self.execute(episode, calls)
+        observations = self.observe(step, calls, results, errors)
+        submission = next((r for r in results if r.submitted), None)
+        problems = self.review(episode, submission.patch) if submission is not None else ""
+        if problems:
+            step.phase = "verify"
+            observations.append(Message.observation(problems))
+        elif submission is not None:
+            step.phase = "submit"
+            episode.trajectory.patch = submission.patch
+        step.observation = "\n".join(m.content for m in observations)
+        episode.trajectory.steps.append(step)
+        self.checkpoint(episode)
+        if step.phase == "submit":
+            return ExitStatus.SUBMITTED
+        episode.messages += observations
+        return self.stop_reason(episode, results)
+
+    def query(self, episode: Episode) -> Generation:
+        """The next assistant turn; a transient backend error is retried."""
         sampling = self.config.sampling.model_copy(update={"stop": [*self.config.sampling.stop, *self.format.stop]})
         call = retry(
             retry=retry_if_exception_type(TransientBackendError),
@@ -155,91 +249,76 @@ class ModelPolicy:
             wait=wait_exponential(multiplier=0.5, max=8),
             reraise=True,
         )(self.backend.generate)
-        return call(messages, sampling, conversation_id=conversation_id)
+        return call(episode.messages, sampling, conversation_id=episode.conversation)
 
-    def solve(self, instance: TaskInstance, sandbox: Sandbox, run: RunContext | None = None) -> Trajectory:
-        run = run or RunContext()
-        specs = self.registry.specs()
-        system = SYSTEM_PROMPT.format(tools=self.format.render_tools(specs))
-        task = TASK_PROMPT.format(workdir=sandbox.workdir, issue=instance.problem_statement.strip())
-        trajectory = Trajectory(
-            instance_id=instance.instance_id, policy=self.name, model=self.backend.name, group_id=run.group_id,
-            system_prompt=system, task_prompt=task, tool_fingerprints=self.registry.fingerprints(),
-            toolset_fingerprint=self.registry.fingerprint,
-        )
-        messages = [Message.system(system), Message.user(task)]
-        ctx = ToolContext(env=run.spec)
-        counter = FormatErrorCounter()
+    def record(self, episode: Episode, index: int, generation: Generation) -> Step:
+        """The turn's step as sampled, its new prompt tokens, and its tokens counted against the limit."""
+        step = Step(index=index, phase="plan" if index == 0 else "execute", reasoning=generation.reasoning,
+                    content=generation.content, response_token_ids=generation.token_ids,
+                    response_logprobs=generation.logprobs,
+                    usage={**generation.usage.model_dump(), "temperature": self.config.sampling.temperature})
+        episode.context = self._record_prompt(episode.trajectory, step, generation, episode.context)
+        episode.sampled += generation.usage.completion_tokens or len(generation.token_ids)
+        return step
+
+    def parse(self, generation: Generation) -> tuple[list[ToolCall], list[FormatError]]:
+        """The turn's calls and format errors: the calls a server already parsed, else those in the text."""
+        if generation.tool_calls:
+            return structured_calls(generation.tool_calls)
+        parsed = self.format.parse(generation.content, self.registry.specs())
+        return parsed.calls, parsed.errors
+
+    def execute(self, episode: Episode, calls: list[ToolCall]) -> list[ToolResult]:
+        """Validate and run each call in the sandbox; a rejected call comes back as a result."""
+        return [self.registry.dispatch(call, episode.sandbox, episode.tools) for call in calls]
+
+    def observe(self, step: Step, calls: list[ToolCall], results: list[ToolResult], errors: list[FormatError]) -> list[Message]:
+        """What the model reads next: each call's result, then the format errors; both also set `step.error`."""
+        observations = [Message.observation(r.output, c.call_id) for r, c in zip(results, calls)]
+        if errors:
+            step.error = "\n".join(e.render() for e in errors)
+            observations.append(Message.observation(step.error))
+        rejected = [r.output for r in results if r.rejected]
+        if rejected and not step.error:
+            step.error = "\n".join(rejected)
+        return observations
+
+    def review(self, episode: Episode, patch: str) -> str:
+        """Problems to send a submission back with (each uses one of `verify_rounds`); empty accepts it."""
+        if episode.verify_left <= 0:
+            return ""
+        problems = verify(episode.sandbox, episode.run.spec, patch)
+        if problems:
+            episode.verify_left -= 1
+        return problems
+
+    def checkpoint(self, episode: Episode) -> None:
+        """Hand the trajectory so far to the rollout, so a killed run leaves it on disk."""
+        episode.run.checkpoint(episode.trajectory)
+
+    def stop_reason(self, episode: Episode, results: list[ToolResult]) -> ExitStatus | None:
+        """The limit the turn's results reached, if any."""
         limits = self.config.limits
-        start, sampled, timeouts, verify_left = time.monotonic(), 0, 0, self.config.verify_rounds
-        conversation = f"{instance.instance_id}-{id(trajectory)}"
-        context: list[int] = []
-        status = ExitStatus.LIMIT_STEPS
-        try:
-            for index in range(limits.max_steps):
-                if time.monotonic() - start > limits.max_wall_s:
-                    status = ExitStatus.LIMIT_TIME
-                    break
-                generation = self._generate(messages, conversation)
-                messages.append(generation.message())
-                step = Step(index=index, phase="plan" if index == 0 else "execute", reasoning=generation.reasoning,
-                            content=generation.content, response_token_ids=generation.token_ids,
-                            response_logprobs=generation.logprobs,
-                            usage={**generation.usage.model_dump(), "temperature": self.config.sampling.temperature})
-                context = self._record_prompt(trajectory, step, generation, context)
-                sampled += generation.usage.completion_tokens or len(generation.token_ids)
-                parsed = self.format.parse(generation.content, specs)
-                calls, errors = structured_calls(generation.tool_calls) if generation.tool_calls else (parsed.calls, parsed.errors)
-                step.tool_calls = calls
-                results: list[ToolResult] = [self.registry.dispatch(c, sandbox, ctx) for c in calls]
-                observations = [(r.output, c.call_id) for r, c in zip(results, calls)]
-                if errors:
-                    step.error = "\n".join(e.render() for e in errors)
-                    observations.append((step.error, ""))
-                rejected = [r.output for r in results if r.rejected]
-                if rejected and not step.error:
-                    step.error = "\n".join(rejected)
-                timeouts = timeouts + 1 if any(r.timed_out for r in results) else 0
-                submission = next((r for r in results if r.submitted), None)
-                if submission is not None:
-                    problems = verify(sandbox, run.spec, submission.patch) if verify_left > 0 else ""
-                    if problems:
-                        verify_left -= 1
-                        step.phase = "verify"
-                        observations.append((problems, ""))
-                    else:
-                        step.phase = "submit"
-                        step.observation = "\n".join(text for text, _ in observations)
-                        trajectory.steps.append(step)
-                        trajectory.patch = submission.patch
-                        status = ExitStatus.SUBMITTED
-                        run.checkpoint(trajectory)
-                        break
-                step.observation = "\n".join(text for text, _ in observations)
-                trajectory.steps.append(step)
-                messages += [Message.observation(text, call_id) for text, call_id in observations]
-                run.checkpoint(trajectory)
-                if counter.record(results) >= limits.max_format_errors:
-                    status = ExitStatus.FORMAT_ERRORS
-                    break
-                if timeouts >= limits.max_timeouts:
-                    status = ExitStatus.TIMEOUTS
-                    break
-                if sampled >= limits.max_tokens:
-                    status = ExitStatus.LIMIT_TOKENS
-                    break
-        except SandboxError as exc:
-            status, trajectory.error = ExitStatus.INFRA_ERROR, f"sandbox: {exc}"
-        finally:
-            self.backend.release(conversation)
+        episode.timeouts = episode.timeouts + 1 if any(r.timed_out for r in results) else 0
+        if episode.format_errors.record(results) >= limits.max_format_errors:
+            return ExitStatus.FORMAT_ERRORS
+        if episode.timeouts >= limits.max_timeouts:
+            return ExitStatus.TIMEOUTS
+        if episode.sampled >= limits.max_tokens:
+            return ExitStatus.LIMIT_TOKENS
+        return None
+
+    def finish(self, episode: Episode, status: ExitStatus) -> Trajectory:
+        """Close the trajectory: the work tree's diff unless a patch was submitted, the status, a last checkpoint."""
+        trajectory = episode.trajectory
         if status != ExitStatus.SUBMITTED and status != ExitStatus.INFRA_ERROR:
             try:
-                trajectory.patch = sandbox.diff()
+                trajectory.patch = episode.sandbox.diff()
             except SandboxError as exc:
                 status, trajectory.error = ExitStatus.INFRA_ERROR, f"sandbox: {exc}"
         trajectory.exit_status = status
         trajectory.finished_at = datetime.now(timezone.utc)
-        run.checkpoint(trajectory)
+        self.checkpoint(episode)
         return trajectory
 
     @staticmethod

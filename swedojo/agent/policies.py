@@ -1,44 +1,20 @@
-"""Policies: what acts in the agent's sandbox. `gold` and `empty` validate environments and graders."""
+"""Policies that need no model: `gold` and `empty` validate environments and graders, `replay` re-runs a trajectory.
+
+The `model` policy is `loop.ModelPolicy`; `factory.make_policy` builds any of them by name.
+"""
 
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable, Protocol
 
+from swedojo.agent.base import RunContext
 from swedojo.sandboxes.base import Sandbox
-from swedojo.schema import EnvSpec, ExitStatus, Step, TaskInstance, ToolCall, Trajectory
+from swedojo.schema import ExitStatus, Step, TaskInstance, ToolCall, Trajectory
 from swedojo.testrun.patches import apply_commands
-
-
-def _no_checkpoint(trajectory: Trajectory) -> None:
-    return None
-
-
-@dataclass
-class RunContext:
-    """What the rollout hands a policy besides the task and the sandbox."""
-
-    spec: EnvSpec | None = None
-    """The environment (test command and log parser for `run_tests` and verification)."""
-    checkpoint: Callable[[Trajectory], None] = _no_checkpoint
-    """Called after every step, so a killed run leaves its trajectory so far on disk."""
-    group_id: str = ""
-    """Rollouts of one task in one batch share it."""
-    extra: dict[str, str] = field(default_factory=dict)
-    """Free-form labels recorded by the caller."""
-
-
-class Policy(Protocol):
-    """Works on one task in a sandbox and returns the trajectory (its `patch` is the submission)."""
-
-    name: str
-
-    def solve(self, instance: TaskInstance, sandbox: Sandbox, run: RunContext | None = None) -> Trajectory:
-        """Act on `sandbox` until done; never raises for agent mistakes."""
-        ...
+from swedojo.tools.base import ToolContext
+from swedojo.tools.registry import ToolRegistry, ToolSetConfig
 
 
 def _finish(trajectory: Trajectory, sandbox: Sandbox, status: ExitStatus) -> Trajectory:
@@ -48,16 +24,12 @@ def _finish(trajectory: Trajectory, sandbox: Sandbox, status: ExitStatus) -> Tra
     return trajectory
 
 
-def _tool_registry(tool_set: str = "swe"):
-    from swedojo.tools.registry import ToolSetConfig
-
+def _tool_registry(tool_set: str = "swe") -> ToolRegistry:
     return ToolSetConfig().build(tool_set)
 
 
-def _act(registry, trajectory: Trajectory, sandbox: Sandbox, run: RunContext | None, step: Step) -> bool:
+def _act(registry: ToolRegistry, trajectory: Trajectory, sandbox: Sandbox, run: RunContext | None, step: Step) -> bool:
     """Dispatch a step's calls through the tools, record what they returned; True when one submitted."""
-    from swedojo.tools.base import ToolContext
-
     results = [registry.dispatch(call, sandbox, ToolContext(env=run.spec if run else None)) for call in step.tool_calls]
     step.observation = "\n".join(r.output for r in results)
     trajectory.steps.append(step)
@@ -138,29 +110,3 @@ class ReplayPolicy:
 
 class ReplayNotFoundError(FileNotFoundError):
     """The replay directory has no trajectory for this instance."""
-
-
-POLICY_NAMES = ("gold", "empty", "model", "replay")
-
-
-class UnknownPolicyError(ValueError):
-    """No policy by that name, or one that lacks what it needs."""
-
-
-def make_policy(name: str, model: object | None = None, trajectories: Path | None = None, agent: object | None = None) -> Policy:
-    """Build a policy by name; `model` is a ModelBackend for `model`, `trajectories` a directory for `replay`."""
-    if name == "gold":
-        return GoldPolicy()
-    if name == "empty":
-        return EmptyPolicy()
-    if name == "model":
-        if model is None:
-            raise UnknownPolicyError("policy 'model' needs --model (a checkpoint dir, an http(s) URL, tiny:ARCH or scripted:FILE)")
-        from swedojo.agent.loop import ModelPolicy
-
-        return ModelPolicy(model, agent)  # type: ignore[arg-type]
-    if name == "replay":
-        if trajectories is None:
-            raise UnknownPolicyError("policy 'replay' needs --trajectories DIR (a run's trajectories/ directory)")
-        return ReplayPolicy(trajectories)
-    raise UnknownPolicyError(f"unknown policy {name!r}; choose one of {', '.join(POLICY_NAMES)}")

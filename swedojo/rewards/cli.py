@@ -9,6 +9,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from swedojo.rundir import RunDir
+
 console = Console(soft_wrap=True)  # one line per record, whatever the terminal width
 
 
@@ -35,11 +37,11 @@ def export_command(
     drop_zero_variance: bool = typer.Option(False, help="Leave out groups whose rewards are all equal."),
 ) -> None:
     """Export trajectories with rewards for training. Exits 1 when any record was refused."""
-    # Imported here so that pyarrow and the rollout stack load only for this command.
+    # Imported here so that pyarrow loads only for this command.
     from swedojo.rewards.advantages import AdvantageConfig
     from swedojo.rewards.export import RunDirError, export_messages, export_tokens
 
-    out = out or run_dirs[0] / f"{fmt.value}.jsonl"
+    out = out or RunDir(run_dirs[0]).export(fmt.value)
     try:
         if fmt == ExportFormat.TOKENS:
             config = AdvantageConfig(normalize_by_std=std, drop_zero_variance=drop_zero_variance)

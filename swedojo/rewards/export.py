@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel, ValidationError
 
 from swedojo.rewards.advantages import AdvantageConfig, group_advantages
-from swedojo.rollout import InstanceResult
+from swedojo.rundir import InstanceResult, RunDir
 from swedojo.schema import EvalStatus, ExitStatus, Step, Trajectory
 
 
@@ -201,18 +201,6 @@ class ExportSummary(BaseModel):
     """Samples of groups with zero reward variance, when asked to drop them."""
 
 
-def _read_results(path: Path) -> dict[str, InstanceResult]:
-    """The last result per instance, as `dojo eval` resumes; a line cut by a kill is ignored."""
-    results: dict[str, InstanceResult] = {}
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            result = InstanceResult.model_validate_json(line)
-        except ValidationError:
-            continue
-        results[result.instance_id] = result
-    return results
-
-
 def load_samples(run_dirs: Sequence[Path]) -> tuple[list[Sample], list[Refusal], list[Refusal]]:
     """(samples, refused, skipped) of the run directories, in order and by trajectory file name."""
     names = [d.name for d in run_dirs]
@@ -221,13 +209,13 @@ def load_samples(run_dirs: Sequence[Path]) -> tuple[list[Sample], list[Refusal],
     samples: list[Sample] = []
     refused: list[Refusal] = []
     skipped: list[Refusal] = []
-    for run_dir in run_dirs:
-        results_path = run_dir / "results.jsonl"
-        if not results_path.is_file():
-            raise RunDirError(f"{run_dir}: no results.jsonl; not a `dojo eval` run directory")
-        results = _read_results(results_path)
-        for path in sorted((run_dir / "trajectories").glob("*.json")):
-            sample_id = f"{run_dir.name}/{path.stem}"
+    for root in run_dirs:
+        run_dir = RunDir(root)
+        if not run_dir.results.is_file():
+            raise RunDirError(f"{root}: no {run_dir.results.name}; not a `dojo eval` run directory")
+        results = run_dir.read_results()
+        for path in run_dir.trajectory_files():
+            sample_id = f"{root.name}/{path.stem}"
             try:
                 trajectory = Trajectory.model_validate_json(path.read_text(encoding="utf-8"))
             except ValidationError as exc:
@@ -235,7 +223,7 @@ def load_samples(run_dirs: Sequence[Path]) -> tuple[list[Sample], list[Refusal],
                 continue
             result = results.get(trajectory.instance_id)
             if result is None:
-                refused.append(Refusal(sample_id=sample_id, reason=f"no result for {trajectory.instance_id} in {results_path}"))
+                refused.append(Refusal(sample_id=sample_id, reason=f"no result for {trajectory.instance_id} in {run_dir.results}"))
             elif result.status == EvalStatus.INFRA_ERROR or trajectory.exit_status == ExitStatus.INFRA_ERROR:
                 skipped.append(Refusal(sample_id=sample_id, reason=f"infra_error: {result.error or trajectory.error}"))
             else:

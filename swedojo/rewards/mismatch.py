@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 from pydantic import BaseModel
 
+from swedojo.rundir import IssueRunDir, RunDir
 from swedojo.schema import Trajectory
 
 ICEPOP_ALPHA, ICEPOP_BETA = 0.5, 5.0
@@ -43,9 +44,10 @@ class MismatchReport(BaseModel):
 
 def load_trajectories(run_dir: Path) -> list[Trajectory]:
     """Trajectories of an eval run (`trajectories/*.json`) or of a `dojo run` (`trajectory.json`)."""
-    paths = sorted((run_dir / "trajectories").glob("*.json")) or sorted(run_dir.glob("trajectory.json"))
+    eval_dir, issue_dir = RunDir(run_dir), IssueRunDir(run_dir)
+    paths = eval_dir.trajectory_files() or [p for p in [issue_dir.trajectory] if p.is_file()]
     if not paths:
-        raise MismatchError(f"{run_dir}: no trajectories (expected trajectories/*.json or trajectory.json)")
+        raise MismatchError(f"{run_dir}: no trajectories (expected {eval_dir.trajectories.name}/*.json or {issue_dir.trajectory.name})")
     return [Trajectory.model_validate_json(p.read_text(encoding="utf-8")) for p in paths]
 
 

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 from swedojo.cli import app
 from swedojo.rewards.advantages import AdvantageConfig
 from swedojo.rewards.export import TOKEN_SCHEMA, TokenRecord, export_tokens, read_token_records
-from swedojo.rollout import InstanceResult
+from swedojo.rundir import InstanceResult
 from swedojo.schema import EvalStatus, ExitStatus, RewardReport, Step, TierScore, ToolCall, Trajectory
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from swedojo.agent.backends.base import (
+    RAW_ARGUMENTS_KEY,
     BackendError,
     FinishReason,
     Generation,
@@ -24,6 +25,7 @@ from swedojo.agent.backends.base import (
 )
 
 __all__ = [
+    "RAW_ARGUMENTS_KEY",
     "BackendError",
     "FinishReason",
     "Generation",

@@ -137,6 +137,10 @@ class Usage(BaseModel):
     """Part of `seconds` spent computing the prompt (time to first token), where the backend knows it."""
 
 
+RAW_ARGUMENTS_KEY = "_raw_arguments"
+"""A server's tool-call arguments that are not a JSON object are passed on under this key, for the agent to reject."""
+
+
 class Generation(BaseModel):
     """The next assistant message, as text and as the exact sampled tokens."""
 
@@ -157,7 +161,8 @@ class Generation(BaseModel):
     prompt_token_ids: list[int] = Field(default_factory=list)
     """The prompt the model saw; empty when unknown."""
     tool_calls: list[ToolCall] = Field(default_factory=list)
-    """Calls a server parsed; in-process backends leave them in `content`."""
+    """Calls a server parsed (arguments that are not an object under RAW_ARGUMENTS_KEY); in-process
+    backends leave them in `content`."""
     finish_reason: FinishReason = FinishReason.STOP
     """Why sampling stopped."""
     usage: Usage = Field(default_factory=Usage)

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from swedojo.agent.backends.base import (
+    RAW_ARGUMENTS_KEY,
     BackendError,
     FinishReason,
     Generation,
@@ -30,9 +31,6 @@ from swedojo.agent.backends.base import (
     Usage,
 )
 from swedojo.schema import ToolCall
-
-RAW_ARGUMENTS_KEY = "_raw_arguments"
-"""Tool-call arguments that are not a JSON object are passed on under this key, for the dispatcher to reject."""
 
 
 class ServerRequestError(BackendError):

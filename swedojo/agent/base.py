@@ -1,0 +1,42 @@
+"""What every policy shares: the Policy protocol and the RunContext the rollout hands it.
+
+Kept apart from the policies themselves so the model loop and the tool-only policies depend on
+this contract, not on each other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from swedojo.sandboxes.base import Sandbox
+from swedojo.schema import EnvSpec, TaskInstance, Trajectory
+
+
+def _no_checkpoint(trajectory: Trajectory) -> None:
+    return None
+
+
+@dataclass
+class RunContext:
+    """What the rollout hands a policy besides the task and the sandbox."""
+
+    spec: EnvSpec | None = None
+    """The environment (test command and log parser for `run_tests` and verification)."""
+    checkpoint: Callable[[Trajectory], None] = _no_checkpoint
+    """Called after every step, so a killed run leaves its trajectory so far on disk."""
+    group_id: str = ""
+    """Rollouts of one task in one batch share it."""
+    extra: dict[str, str] = field(default_factory=dict)
+    """Free-form labels recorded by the caller."""
+
+
+class Policy(Protocol):
+    """Works on one task in a sandbox and returns the trajectory (its `patch` is the submission)."""
+
+    name: str
+
+    def solve(self, instance: TaskInstance, sandbox: Sandbox, run: RunContext | None = None) -> Trajectory:
+        """Act on `sandbox` until done; never raises for agent mistakes."""
+        ...

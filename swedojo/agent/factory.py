@@ -1,0 +1,34 @@
+"""Policies by name, for `--policy`: the one module that knows both the model loop and the tool-only policies."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from swedojo.agent.backends import ModelBackend
+from swedojo.agent.base import Policy
+from swedojo.agent.loop import AgentConfig, ModelPolicy
+from swedojo.agent.policies import EmptyPolicy, GoldPolicy, ReplayPolicy
+
+POLICY_NAMES = ("gold", "empty", "model", "replay")
+
+
+class UnknownPolicyError(ValueError):
+    """No policy by that name, or one that lacks what it needs."""
+
+
+def make_policy(name: str, model: ModelBackend | None = None, trajectories: Path | None = None,
+                agent: AgentConfig | None = None) -> Policy:
+    """Build a policy by name; `model` is the backend for `model`, `trajectories` a directory for `replay`."""
+    if name == "gold":
+        return GoldPolicy()
+    if name == "empty":
+        return EmptyPolicy()
+    if name == "model":
+        if model is None:
+            raise UnknownPolicyError("policy 'model' needs --model (a checkpoint dir, an http(s) URL, tiny:ARCH or scripted:FILE)")
+        return ModelPolicy(model, agent)
+    if name == "replay":
+        if trajectories is None:
+            raise UnknownPolicyError("policy 'replay' needs --trajectories DIR (a run's trajectories/ directory)")
+        return ReplayPolicy(trajectories)
+    raise UnknownPolicyError(f"unknown policy {name!r}; choose one of {', '.join(POLICY_NAMES)}")

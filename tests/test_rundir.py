@@ -1,0 +1,29 @@
+"""Run directories written before `rundir` existed still load, and a resumed run sees the last result per instance."""
+
+from swedojo.rundir import InstanceResult, RunDir
+from swedojo.schema import EvalStatus
+
+# A results.jsonl line as `dojo eval` wrote it when InstanceResult lived in `rollout`.
+OLD_LINE = (
+    '{"instance_id":"o__r-1","policy":"gold","status":"resolved","resolved":true,"exit_status":"submitted",'
+    '"error":"","patch":"diff --git a/x b/x\\n","report":{"instance_id":"o__r-1","status":"resolved",'
+    '"resolved":true,"fail_to_pass":{},"pass_to_pass":{},"test_exit_code":null,"tiers":[{"tier":0,'
+    '"name":"format","score":1.0,"passed":true,"evidence":{}}],"reward":1.0,"error":"","log_tail":"",'
+    '"duration_s":0.0},"duration_s":1.5}'
+)
+
+
+def test_an_old_line_loads_and_dumps_back_unchanged():
+    """Unchanged but for fields added since, at their defaults (a tier's `scored`)."""
+    now = OLD_LINE.replace('"passed":true,"evidence"', '"passed":true,"scored":true,"evidence"')
+    assert InstanceResult.model_validate_json(OLD_LINE).model_dump_json() == now
+
+
+def test_read_results_keeps_the_last_line_per_instance_and_skips_a_cut_one(tmp_path):
+    run_dir = RunDir(tmp_path)
+    assert run_dir.read_results() == {}
+    again = OLD_LINE.replace('"duration_s":1.5', '"duration_s":2.5')
+    run_dir.results.write_text(f"{OLD_LINE}\n{again}\n{OLD_LINE[:40]}\n", encoding="utf-8")
+    results = run_dir.read_results()
+    assert list(results) == ["o__r-1"]
+    assert results["o__r-1"].duration_s == 2.5 and results["o__r-1"].status == EvalStatus.RESOLVED
