@@ -27,6 +27,7 @@ demo: $(STAMP)
 	$(BIN)/dojo demo
 
 test: $(STAMP) docker-up
+	$(BIN)/lint-imports
 	SWEDOJO_REQUIRE_DOCKER=1 $(BIN)/python -m pytest -q
 
 bench: $(STAMP) docker-up
