@@ -5,18 +5,22 @@ from __future__ import annotations
 import json
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from swedojo.schema import ALL_SCHEMAS
 from swedojo.datasets.gen.cli import gen_command
 from swedojo.repolaunch.cli import launch_command
 from swedojo.rewards.cli import export_command, mismatch_command
 from swedojo.rundir import IssueRunDir, RunDir
 from swedojo.sandboxes.cli import sandbox_app
+from swedojo.schema import ALL_SCHEMAS
 from swedojo.tools.cli import tools_command
+
+if TYPE_CHECKING:
+    from swedojo.evaluate import Summary
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="swedojo: SWE environments, agents, rewards and RL data.")
 console = Console(soft_wrap=True)
@@ -82,6 +86,8 @@ def eval_command(
     workers: int = typer.Option(1, help="Instances evaluated at once."),
     pool: int = typer.Option(0, help="Warm sandboxes kept ready per image (docker backend only; 0: off)."),
     instance: list[str] = typer.Option(None, help="Only these instance ids (repeatable)."),
+    limit: int = typer.Option(None, min=1, help="Only the first N instances (after --instance and --slice)."),
+    slice_: str = typer.Option(None, "--slice", help="Only instances A to B-1 of the suite, as Python's A:B (either may be left out)."),
     rewards: str = typer.Option("tiers", help="tiers: score every reward tier (gated); resolved: SWE-bench grading only (faster)."),
     model: str = typer.Option(None, help="For --policy model: checkpoint dir, http(s) URL, tiny:ARCH or scripted:FILE."),
     trajectories: Path = typer.Option(None, help="For --policy replay: a run's trajectories/ directory."),
@@ -91,7 +97,7 @@ def eval_command(
 ) -> None:
     """Evaluate a policy on a bench suite: per-instance results, summary, sb-cli predictions."""
     from swedojo.agent.factory import make_policy
-    from swedojo.datasets.io import SuiteFormatError
+    from swedojo.datasets.io import SuiteFormatError, select_instances
     from swedojo.datasets.registry import SUITES, load_suite
     from swedojo.evaluate import evaluate
     from swedojo.rewards.compose import RewardConfig
@@ -104,12 +110,10 @@ def eval_command(
         agent = _agent_config(max_steps)
         make_policy(policy, model_backend, trajectories, agent)
         loaded_suite = load_suite(suite, mirror)
+        instances = select_instances(loaded_suite.loaded.instances, instance or [], slice_, limit)
     except (SuiteFormatError, ValueError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
-    instances = loaded_suite.loaded.instances
-    if instance:
-        instances = [i for i in instances if i.instance_id in set(instance)]
     for err in loaded_suite.loaded.errors:
         console.print(f"[yellow]skipped record[/yellow] {err}")
     out = out or _default_run_dir()
@@ -135,6 +139,11 @@ def eval_command(
         if warm is not None:
             warm.close()
     _print_summary(summary, out)
+    infra = summary.counts.get("infra_error", 0)
+    if infra:
+        console.print(f"[red]{infra} instance(s) ended in infra_error[/red]: the harness or environment failed, not "
+                      f"the policy; see the errors in {RunDir(out).results}")
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -148,6 +157,7 @@ def demo(out: Path = typer.Option(None, help="Run directory (default runs/demo-<
     from swedojo.rollout import EnvironmentResolver
 
     root = out or Path("runs") / f"demo-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    problems: list[str] = []
     console.rule("swedojo demo")
     console.print("1. materialising the bundled demo suite as git repositories with history ...")
     suite = load_suite("demo")
@@ -159,6 +169,7 @@ def demo(out: Path = typer.Option(None, help="Run directory (default runs/demo-<
         console.print(f"{step}. policy [bold]{name}[/bold] {what}; each patch is graded in a fresh local sandbox")
         summary = evaluate(suite.loaded.instances, lambda: make_policy(name), resolver, root / name, "demo", rewards=RewardConfig())
         _print_summary(summary, root / name)
+        problems += demo_problems(name, summary, root / name)
     first = suite.loaded.instances[:1]
     console.print(f"4. the plan-execute-verify agent on {first[0].instance_id} with a tiny in-process GLM-5-architecture MoE")
     console.print("   (random weights: its answers are junk; what matters is the trajectory, tokens, logprobs, limits and reward)")
@@ -169,7 +180,33 @@ def demo(out: Path = typer.Option(None, help="Run directory (default runs/demo-<
     console.print("5. trainer-ready token records (prompt/response ids, loss mask, rollout logprobs, reward, advantage)")
     exported = export_tokens([root / "model"], root / "model-tokens")
     console.print(f"   {exported.written} record(s): {', '.join(str(f) for f in exported.files)}")
-    console.print(f"done: gold should resolve every task and empty none. Everything is under {root}")
+    if summary.counts.get("infra_error", 0):
+        problems.append("the agent's run ended in infra_error: " + "; ".join(_errors(root / "model")))
+    if not exported.written:
+        problems.append("no token record was exported from the agent's run")
+    if problems:
+        for problem in problems:
+            console.print(f"[red]demo failed:[/red] {problem}")
+        console.print(f"Everything is under {root}")
+        raise typer.Exit(1)
+    total = len(suite.loaded.instances)
+    console.print(f"done: gold resolved {total}/{total}, empty 0/{total}, the agent's run exported. Everything is under {root}")
+
+
+def _errors(run_dir: Path) -> list[str]:
+    """The distinct errors of a run's unresolved instances, for a one-line reason."""
+    return sorted({f"{r.instance_id}: {r.status.value} {r.error}".strip()
+                   for r in RunDir(run_dir).read_results().values() if not r.resolved})[:5]
+
+
+def demo_problems(policy: str, summary: Summary, run_dir: Path) -> list[str]:
+    """What is wrong with the demo's gold or empty run: gold must resolve every task, empty none."""
+    if policy == "gold" and summary.resolved != summary.total:
+        return [f"gold resolved {summary.resolved}/{summary.total} demo tasks (it must resolve all): "
+                + "; ".join(_errors(run_dir))]
+    if policy == "empty" and summary.resolved:
+        return [f"empty resolved {summary.resolved}/{summary.total} demo tasks (it must resolve none)"]
+    return []
 
 
 @app.command("run")

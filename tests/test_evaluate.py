@@ -29,7 +29,8 @@ def _run(tmp_path, policy, out):
 def test_gold_eval_isolates_each_bad_instance(tmp_path):
     out = tmp_path / "run"
     result = _run(tmp_path, "gold", out)
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # an infra_error is never an exit 0
+    assert "1 instance(s) ended in infra_error" in result.output
     assert "suite.jsonl:2" in result.output and "invalid JSON" in result.output
     rows = {r["instance_id"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
     assert rows["owner__calc-1"]["status"] == "resolved"
@@ -50,11 +51,11 @@ def test_gold_eval_isolates_each_bad_instance(tmp_path):
 
 def test_empty_policy_resolves_nothing_and_a_rerun_resumes(tmp_path):
     out = tmp_path / "run"
-    assert _run(tmp_path, "empty", out).exit_code == 0
+    assert _run(tmp_path, "empty", out).exit_code == 1  # ghost__repo-1 is an infra_error
     first = (out / "results.jsonl").read_text()
     assert json.loads((out / "summary.json").read_text())["resolved"] == 0
     again = _run(tmp_path, "empty", out)
-    assert again.exit_code == 0
+    assert again.exit_code == 1
     assert (out / "results.jsonl").read_text() == first  # nothing ran twice
 
 
@@ -67,7 +68,7 @@ def test_unknown_suite_and_policy_are_clear_errors(tmp_path):
 
 def test_replay_reproduces_a_recorded_run_and_refuses_other_tools(tmp_path):
     gold = tmp_path / "gold"
-    assert _run(tmp_path, "gold", gold).exit_code == 0
+    assert _run(tmp_path, "gold", gold).exit_code == 1
     mirror, path = tmp_path / "mirror", tmp_path / "suite.jsonl"
     replay = tmp_path / "replay"
     args = ["eval", "--suite", str(path), "--policy", "replay", "--trajectories", str(gold / "trajectories"),
@@ -82,6 +83,6 @@ def test_replay_reproduces_a_recorded_run_and_refuses_other_tools(tmp_path):
     data["tool_fingerprints"]["bash"] = "0" * 64
     recorded.write_text(json.dumps(data))
     refused = tmp_path / "refused"
-    assert CliRunner().invoke(app, [*args[:-5], "--out", str(refused), "--no-launch", "--instance", "owner__calc-1"]).exit_code == 0
+    assert CliRunner().invoke(app, [*args[:-5], "--out", str(refused), "--no-launch", "--instance", "owner__calc-1"]).exit_code == 1
     row = json.loads((refused / "results.jsonl").read_text())
     assert row["status"] == "infra_error" and "changed: bash" in row["error"]

@@ -6,6 +6,7 @@ A bad record never stops a load: it becomes a `RecordError` naming the record, a
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -130,3 +131,26 @@ def write_suite_file(instances: Iterable[TaskInstance], path: Path) -> None:
         pq.write_table(pa.Table.from_pylist(records), path)
     else:
         raise SuiteFormatError(f"{path}: unknown suite format {suffix!r} (use .jsonl, .json or .parquet)")
+
+
+def select_instances(instances: list[TaskInstance], ids: list[str], slice_: str | None = None,
+                     limit: int | None = None) -> list[TaskInstance]:
+    """`ids` (all when empty), then the `A:B` slice of what is left, then its first `limit`.
+
+    ValueError names every id the suite does not hold and a malformed slice: a typo selects
+    nothing silently nowhere.
+    """
+    if ids:
+        known = {i.instance_id for i in instances}
+        unknown = [i for i in ids if i not in known]
+        if unknown:
+            raise ValueError(f"no instance {', '.join(map(repr, unknown))} in the suite ({len(known)} instances)")
+        wanted = set(ids)
+        instances = [i for i in instances if i.instance_id in wanted]
+    if slice_ is not None:
+        match = re.fullmatch(r"\s*(-?\d*)\s*:\s*(-?\d*)\s*", slice_)
+        if not match:
+            raise ValueError(f"--slice takes A:B (e.g. 0:10, :5, 20:), not {slice_!r}")
+        start, stop = (int(part) if part else None for part in match.groups())
+        instances = instances[start:stop]
+    return instances[:limit] if limit is not None else instances

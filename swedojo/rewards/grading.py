@@ -2,7 +2,9 @@
 
 Resolved = every FAIL_TO_PASS and every PASS_TO_PASS test passes, a test missing from the log
 counts as failed, and the test command's exit code must agree with the log (a patch that prints
-fake PASSED lines does not win): 0 when exactly the listed tests ran, else 0 or some test failed. A patch that does not apply is `patch_failed`; a sandbox that
+fake PASSED lines does not win): 0 when exactly the listed tests ran, else 0 or some test failed.
+A run that says nothing about the code (the tests could not start, a dependency is missing, no
+test ran; `testrun.diagnose`) is `infra_error` with that evidence, never the candidate's failure. A patch that does not apply is `patch_failed`; a sandbox that
 cannot be made is `infra_error`; neither raises.
 """
 
@@ -14,6 +16,7 @@ from collections.abc import Callable
 from swedojo.sandboxes.base import Sandbox
 from swedojo.sandboxes.environment import Environment
 from swedojo.schema import EvalStatus, RewardReport, TaskInstance
+from swedojo.testrun.diagnose import environment_failure, repo_paths
 from swedojo.testrun.patches import (
     PatchApplyError,
     apply_patch,
@@ -56,6 +59,10 @@ def grade_in_sandbox(sandbox: Sandbox, env: Environment, instance: TaskInstance,
         return report
     report.test_exit_code = result.exit_code
     report.log_tail = result.log[-2000:]
+    provided = patch_files(instance.patch) + test_files
+    if why := environment_failure(result, env.spec, repo_paths(sandbox), patch_files(candidate), provided):
+        report.status, report.error = EvalStatus.INFRA_ERROR, why
+        return report
     report.fail_to_pass = {t: result.statuses.get(t) for t in instance.FAIL_TO_PASS}
     report.pass_to_pass = {t: result.statuses.get(t) for t in instance.PASS_TO_PASS}
     all_pass = all(passed(s) for s in [*report.fail_to_pass.values(), *report.pass_to_pass.values()])

@@ -33,11 +33,16 @@ from swedojo.schema import (
     TierScore,
     Trajectory,
 )
+from swedojo.testrun.diagnose import environment_failure, repo_paths
 from swedojo.testrun.patches import apply_patch, patch_files, restore_files
 from swedojo.testrun.run import SuiteRun, TestRunError, passed, run_suite
 
 MAX_LISTED = 20
 """Test names listed in evidence before only a count is kept (evidence lands in results.jsonl)."""
+
+
+class BaselineError(TestRunError):
+    """The whole suite at base failed for the environment: nothing to hold a candidate to."""
 
 
 class Verdict(BaseModel):
@@ -326,11 +331,14 @@ def suite_at_base(sandbox: Sandbox, env: Environment, instance: TaskInstance) ->
 
     Run first so that nothing the candidate's code does at test time can shrink the set of
     tests it is later held to. Leaves the work tree at the base; PatchApplyError if the test
-    patch does not apply (the task is broken), TestRunError if the log cannot be read.
+    patch does not apply (the task is broken), TestRunError if the log cannot be read or the run
+    says nothing about the code (`BaselineError`: no test ran, the runner is missing, ...).
     """
     if instance.test_patch.strip():
         apply_patch(sandbox, instance.test_patch, "test patch")
     run = run_suite(sandbox, env.spec, TEST_TIMEOUT_S)
+    if why := environment_failure(run, env.spec, repo_paths(sandbox), [], patch_files(instance.patch)):
+        raise BaselineError(why)
     restore_files(sandbox, instance.base_commit, patch_files(instance.test_patch))
     return run
 

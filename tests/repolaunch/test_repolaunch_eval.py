@@ -64,7 +64,7 @@ def test_eval_launches_environments(suite: Path, tmp_path: Path, env_cache: Path
     runner = CliRunner()
     common = ["eval", "--suite", str(suite), "--backend", backend, "--rewards", "resolved", "--workers", "2"]
     gold = runner.invoke(app, [*common, "--policy", "gold", "--out", str(tmp_path / "gold")])
-    assert gold.exit_code == 0, gold.output
+    assert gold.exit_code == 1, gold.output  # broken-1 is an infra_error
     results = _results(tmp_path / "gold")
     assert results["calc-1"]["status"] == "resolved", results["calc-1"]
     broken = results["broken-1"]
@@ -77,7 +77,7 @@ def test_eval_launches_environments(suite: Path, tmp_path: Path, env_cache: Path
     assert "does-not-exist.txt" in next(launched.glob("*broken*")).joinpath("build.log").read_text()
 
     empty = runner.invoke(app, [*common, "--policy", "empty", "--out", str(tmp_path / "empty")])
-    assert empty.exit_code == 0, empty.output
+    assert empty.exit_code == 1, empty.output
     results = _results(tmp_path / "empty")
     assert not results["calc-1"]["resolved"] and results["calc-1"]["status"] == "empty_patch"
     assert results["calc-1"]["report"]["fail_to_pass"] == {"tests/test_sub.py::test_sub": "FAILED"}

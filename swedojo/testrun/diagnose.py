@@ -1,0 +1,65 @@
+"""Whether a test run failed for the environment rather than for the code under test, from evidence.
+
+A grader that scores "the tests could not start" as the agent's failure teaches a trainer the
+wrong thing and hides a broken environment. Each rule reads the run's log and exit code:
+
+- the test command could not start: exit 126/127 with the shell saying why;
+- the test runner itself is not installed (`No module named pytest` for `python -m pytest`);
+- a module is missing at collection that neither the repository nor any patch provides (a dependency);
+- the run reported no test at all, and the log names no file the candidate changed.
+
+A failure that names a file the candidate changed stays the candidate's.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from swedojo.sandboxes.base import Sandbox
+from swedojo.schema import EnvSpec, TestStatus
+from swedojo.testrun.run import SuiteRun
+
+_SHELL_CANNOT_START = re.compile(r"^.*(command not found|No such file or directory|Permission denied|cannot execute).*$", re.M)
+_RUNNER_MODULE = re.compile(r"(?:^|\s)-m\s+([\w.]+)")
+_NO_MODULE = re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'")
+
+
+def _module_tops(paths: Iterable[str]) -> set[str]:
+    """Top-level importable names the paths provide: `pkg/x.py` -> pkg, `mod.py` -> mod, `src/pkg/..` -> pkg."""
+    tops: set[str] = set()
+    for path in paths:
+        parts = path.split("/")
+        if parts[0] in ("src", "lib") and len(parts) > 1:
+            parts = parts[1:]
+        tops.add(parts[0].removesuffix(".py"))
+    return tops
+
+
+def repo_paths(sandbox: Sandbox) -> list[str]:
+    """The work tree's tracked paths cut to two levels (enough to know its top-level modules)."""
+    listed = sandbox.exec("git ls-files | cut -d/ -f1-2 | sort -u")
+    return listed.output.splitlines() if listed.ok else []
+
+
+def environment_failure(run: SuiteRun, spec: EnvSpec, repo_paths: Iterable[str], changed: Iterable[str],
+                        provided: Iterable[str] = ()) -> str | None:
+    """Why `run` says nothing about the code under test, with the evidence; None when it does.
+
+    `repo_paths`: the work tree's paths (top-level entries suffice, plus those under `src/`);
+    `changed`: files the candidate changed; `provided`: files other patches (gold, tests) add.
+    """
+    changed = list(changed)
+    tail = run.log.strip().splitlines()[-1:] or [f"exit {run.exit_code}, no output"]
+    if run.exit_code in (126, 127) and not run.statuses and (said := _SHELL_CANNOT_START.search(run.log)):
+        return f"the test command could not start (exit {run.exit_code}): {said.group(0).strip()[:300]}"
+    if (runner := _RUNNER_MODULE.search(spec.test_command)) and f"No module named {runner.group(1)}" in run.log:
+        return f"the test runner is not installed: No module named {runner.group(1)}"
+    known = _module_tops([*repo_paths, *changed, *provided])
+    errored = not run.statuses or TestStatus.ERROR in run.statuses.values()  # collection errors, not a test's own output
+    for name in dict.fromkeys(_NO_MODULE.findall(run.log) if errored else []):
+        if name.split(".")[0] not in known:
+            return f"a dependency is missing: No module named {name!r} (not in the repository or any patch)"
+    if not run.statuses and not run.timed_out and not any(path in run.log for path in changed):
+        return f"the test command ran no test (exit {run.exit_code}): {tail[0].strip()[:300]}"
+    return None
