@@ -37,7 +37,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 import docker
 import docker.errors
@@ -48,6 +48,7 @@ from swedojo.sandboxes.base import ExecResult, SandboxConfig, SandboxError
 from swedojo.sandboxes.seccomp import render_docker_profile
 from swedojo.sandboxes.terminal import SHELL_ARGV, SHELL_ENV, PersistentTerminal
 from swedojo.sandboxes.warm_runner import WarmRunner
+from swedojo.schema import EnvSpec
 
 LABEL = "swedojo.sandbox"
 """Label on every container the backend starts (value "1")."""
@@ -712,6 +713,24 @@ class DockerSandbox:
     with `source` and `commit` it holds a checkout, owned by the sandbox user; without, it is
     empty. The pool passes a started `container` to skip the start.
     """
+
+    pooled: ClassVar[bool] = True
+
+    @classmethod
+    def create(cls, *, image: str, source: Path | None, commit: str | None, config: SandboxConfig,
+               workdir: str) -> DockerSandbox:
+        """The registry's constructor (`registry.SandboxBackend`)."""
+        if not image:
+            raise ValueError("the docker backend needs an image")
+        return cls(image, source, commit, config, workdir)
+
+    @classmethod
+    def plain_python(cls, spec: EnvSpec, config: SandboxConfig) -> tuple[EnvSpec, SandboxConfig]:
+        """The locally made Python image (`make docker-up` builds it) runs the tests."""
+        from swedojo.sandboxes.environment import DEFAULT_PYTHON_IMAGE
+
+        update = {"image": DEFAULT_PYTHON_IMAGE, "test_command": "python3 -m pytest -rA -p no:cacheprovider"}
+        return spec.model_copy(update=update), config
 
     def __init__(
         self,

@@ -32,7 +32,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Self
+from typing import ClassVar, Self
 
 from pydantic import BaseModel, Field
 
@@ -45,6 +45,7 @@ from swedojo.sandboxes.terminal import (
     PersistentTerminal,
     SubprocessTransport,
 )
+from swedojo.schema import EnvSpec
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +106,24 @@ class LocalSandbox:
 
     `bubblewrap=False` skips bubblewrap even where it works (to see or test the fallback).
     """
+
+    pooled: ClassVar[bool] = False
+
+    @classmethod
+    def create(cls, *, image: str, source: Path | None, commit: str | None, config: SandboxConfig,
+               workdir: str) -> LocalSandbox:
+        """The registry's constructor (`registry.SandboxBackend`): `image` and `workdir` do not
+        apply (the host's runtime, a work tree of its own)."""
+        if source is None or commit is None:
+            raise ValueError("the local backend needs a repository and a commit")
+        return cls(source, commit, config)
+
+    @classmethod
+    def plain_python(cls, spec: EnvSpec, config: SandboxConfig) -> tuple[EnvSpec, SandboxConfig]:
+        """The harness's own interpreter (which has pytest) runs the tests: first on PATH."""
+        spec = spec.model_copy(update={"workdir": ""})  # each sandbox has its own work tree
+        path = os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"])
+        return spec, config.model_copy(update={"env": {"PATH": path, **config.env}})
 
     def __init__(
         self,
