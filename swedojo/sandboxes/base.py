@@ -88,7 +88,14 @@ class Sandbox(Protocol):
         ...
 
 
-_WRITE = 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1"'
+_NOT_REGULAR = "not a regular file"
+_REGULAR = f'[ -f "$1" ] || [ -d "$1" ] || [ ! -e "$1" ] || {{ echo "$1: {_NOT_REGULAR}" >&2; exit 1; }}'
+"""Refuse a FIFO (cat would wait for the other end until the helper's timeout), socket or device
+(/dev/zero would stream into our memory until then); directories and missing files go on to
+cat for its own error. (A path swapped for one between this test and cat is still only bounded
+by the helper's timeout.)"""
+_READ = f'{_REGULAR}; exec cat -- "$1"'
+_WRITE = f'{_REGULAR}; mkdir -p -- "$(dirname -- "$1")" && cat > "$1"'
 _DIFF = "git add -A >/dev/null && git diff --cached --binary HEAD"
 _ERRNOS = (errno.ENOENT, errno.EISDIR, errno.ENOTDIR, errno.EACCES, errno.EPERM, errno.EROFS,
            errno.ENOSPC, errno.EFBIG)  # fmt: skip
@@ -99,6 +106,8 @@ def file_error(stderr: bytes, path: str) -> OSError:
     """The OSError Python's own file functions would raise for what a failed `cat`, `mkdir` or
     `sh` said about `path` (e.g. FileNotFoundError); a generic one (EIO) with its message else."""
     text = stderr.decode(errors="replace").strip()
+    if text.endswith(_NOT_REGULAR):
+        return OSError(errno.EINVAL, "Not a regular file (a FIFO, socket or device)", path)
     if os.strerror(errno.EEXIST) in text:  # `mkdir -p` meets a file where a directory must be
         return NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), path)
     for code in _ERRNOS:
@@ -132,7 +141,7 @@ class OneOffFiles:
         return posixpath.join(self.workdir, path)
 
     def read_file(self, path: str) -> bytes:
-        code, out, err = self._one_off(["cat", "--", self._path(path)])
+        code, out, err = self._one_off(["sh", "-c", _READ, "read_file", self._path(path)])
         if code != 0:
             raise file_error(err, path)
         return out
