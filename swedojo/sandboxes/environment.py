@@ -59,7 +59,7 @@ class Environment(BaseModel):
         """This environment with its sandboxes taken from `pool`'s warm containers (not serialised);
         unchanged when its backend is not pooled."""
         env = self.model_copy()
-        env._pool = pool if backend(self.backend).pooled else None
+        env._pool = pool if pool is not None and backend(self.backend).pooled else None
         return env
 
     def open(self, commit: str | None = None, prepared: bool = True) -> Sandbox:
