@@ -16,6 +16,8 @@ from swedojo.repolaunch.cli import launch_command
 from swedojo.rewards.cli import export_command, mismatch_command
 from swedojo.rundir import IssueRunDir, RunDir
 from swedojo.sandboxes.cli import sandbox_app
+from swedojo.sandboxes.registry import backend as sandbox_backend
+from swedojo.sandboxes.registry import names as sandbox_backends
 from swedojo.schema import ALL_SCHEMAS
 from swedojo.tools.cli import tools_command
 
@@ -81,7 +83,7 @@ def eval_command(
     suite: str = typer.Option(..., help="A registered suite name (e.g. demo) or a .jsonl/.json/.parquet file."),
     policy: str = typer.Option("gold", help="gold, empty, model or replay."),
     out: Path = typer.Option(None, help="Run directory (default runs/<timestamp>); an existing one is resumed."),
-    backend: str = typer.Option("local", help="Sandbox backend: local or docker."),
+    backend: str = typer.Option("local", help=f"Sandbox backend: {', '.join(sandbox_backends())}."),
     mirror: Path = typer.Option(None, help="Directory of local repos as owner/name[.git], for offline use."),
     workers: int = typer.Option(1, help="Instances evaluated at once."),
     pool: int = typer.Option(0, help="Warm sandboxes kept ready per image (docker backend only; 0: off)."),
@@ -106,6 +108,7 @@ def eval_command(
     try:
         if rewards not in ("tiers", "resolved"):
             raise ValueError(f"unknown --rewards {rewards!r}; choose tiers or resolved")
+        pooled = sandbox_backend(backend).pooled
         model_backend = _load_model(model) if policy == "model" and model else None
         agent = _agent_config(max_steps)
         make_policy(policy, model_backend, trajectories, agent)
@@ -126,7 +129,7 @@ def eval_command(
 
     launching = launch if launch is not None else suite not in SUITES
     warm = None
-    if pool > 0 and backend == "docker":
+    if pool > 0 and pooled:
         from swedojo.sandboxes.pool import SandboxPool
 
         warm = SandboxPool(pool)
@@ -215,7 +218,7 @@ def run_command(
     issue: str = typer.Option(..., help="The issue: a text/markdown file, or a GitHub issue URL (needs network)."),
     model: str = typer.Option("tiny:glm_moe_dsa", help="Checkpoint dir, http(s) URL, tiny:ARCH or scripted:FILE."),
     commit: str = typer.Option("", help="Commit to start from (default: HEAD)."),
-    backend: str = typer.Option("local", help="Sandbox backend: local or docker."),
+    backend: str = typer.Option("local", help=f"Sandbox backend: {', '.join(sandbox_backends())}."),
     out: Path = typer.Option(None, help="Output directory (default runs/run-<timestamp>)."),
     max_steps: int = typer.Option(20, help="Assistant turns before the run stops."),
 ) -> None:

@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from enum import Enum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 def _utcnow() -> datetime:
@@ -109,6 +109,9 @@ class EnvSpec(BaseModel):
     """Interpreter or toolchain version (e.g. python 3.11)."""
     base_image: str = ""
     """Docker base image tag (locally made Debian root)."""
+    backend: str = "local"
+    """Sandbox backend the environment was built for and runs on (a name in
+    `swedojo.sandboxes.registry`: local, docker)."""
     image: str = ""
     """Final image tag for the docker backend; empty for the local backend."""
     workdir: str = "/testbed"
@@ -147,6 +150,16 @@ class EnvSpec(BaseModel):
     """Tests whose status differed between validation runs."""
     network_tests: list[str] = Field(default_factory=list)
     """Tests that need the network (fail with it off)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _migrate_backend(cls, data: Any) -> Any:
+        """Migration of envspec files written before `backend` existed: those name an image only
+        when they are for docker, so one with an image and no `backend` key loads as docker.
+        Nothing is guessed at run time: every spec made now names its backend."""
+        if isinstance(data, dict) and "backend" not in data and data.get("image"):
+            return {**data, "backend": "docker"}
+        return data
 
 
 class ToolCall(BaseModel):

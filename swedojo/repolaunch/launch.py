@@ -44,7 +44,6 @@ from swedojo.sandboxes.base import ExecResult, Sandbox, SandboxConfig, SandboxEr
 from swedojo.sandboxes.environment import Environment, PrepareError, prepare
 from swedojo.schema import EnvSpec, TestStatus
 
-BACKENDS = ("local", "docker")
 T = TypeVar("T")
 
 
@@ -59,14 +58,9 @@ def default_backend() -> str:
     return "docker" if docker_available() else "local"
 
 
-def backend_of(spec: EnvSpec) -> str:
-    """The backend a launched `EnvSpec` is for: docker specs name an image."""
-    return "docker" if spec.image else "local"
-
-
 def environment(spec: EnvSpec, source: Path, config: SandboxConfig | None = None) -> Environment:
     """Fresh sandboxes (repo layer built in each) on a launched environment: what eval and run use."""
-    return Environment(spec=spec, backend=backend_of(spec), source=source, config=config or SandboxConfig())
+    return Environment(spec=spec, source=source, config=config or SandboxConfig())
 
 
 @contextmanager
@@ -151,12 +145,13 @@ def _with_agent(request: SetupRequest, analysis: RepoAnalysis, log: BuildLog, ag
         return analysis, build(analysis)
 
 
-def _base_spec(repo: str, sha: str, analysis: RepoAnalysis, log: BuildLog) -> EnvSpec:
+def _base_spec(repo: str, sha: str, backend: str, analysis: RepoAnalysis, log: BuildLog) -> EnvSpec:
     try:
         install, rebuild = install_plan(analysis), sandbox_steps(analysis)
     except UnsupportedLanguageError as exc:
         raise InstallError(str(exc), log.path) from exc
-    return EnvSpec(repo=repo, commit=sha, language=analysis.language, build_system=analysis.build_system,
+    return EnvSpec(repo=repo, commit=sha, backend=backend, language=analysis.language,
+                   build_system=analysis.build_system,
                    runtime_version=analysis.runtime_version, install_commands=install, rebuild_commands=rebuild,
                    test_command=analysis.test_command, log_parser=analysis.log_parser,
                    resolution_date=analysis.resolution_date)
@@ -176,37 +171,81 @@ class _Built(BaseModel):
     """Docker layers (`images.Layer` dumps): tags, ids, sizes, build times."""
 
 
-def _build_local(repo: str, sha: str, workdir: Path, analysis: RepoAnalysis, log: BuildLog,
-                 cache_dir: Path | None) -> _Built:
-    env, hit = build_env(workdir, analysis, log, cache_dir)
-    spec = _base_spec(repo, sha, analysis, log)
-    spec.runtime_version, spec.resolved_dependencies = env.runtime.version, env.resolved
-    spec.workdir = ""  # each local sandbox has its own work tree
-    spec.env_vars.update(env.sandbox_env())
-    return _Built(spec=spec, cached_spec=env.root / "specs" / f"{sha}.json", hit=hit)
-
-
 def _docker_cache(cache_dir: Path | None) -> Path:
     """Next to the local layers: build locks, and validated specs by final image id."""
     return (cache_dir or default_cache_dir()).parent / "docker"
 
 
-def _build_docker(repo: str, sha: str, workdir: Path, analysis: RepoAnalysis, log: BuildLog,
-                  cache_dir: Path | None) -> _Built:
-    from swedojo.repolaunch import images
+class _LocalBuilder:
+    """Layers of the local backend: a cached venv (or toolchain dir) on the host."""
 
-    spec = images.plan(_base_spec(repo, sha, analysis, log), analysis, workdir, log)
-    layers = images.build_images(spec, workdir, log, _docker_cache(cache_dir) / "locks")
-    final = layers[-1].image_id.removeprefix("sha256:")[:24]
-    return _Built(spec=spec, cached_spec=_docker_cache(cache_dir) / "specs" / f"{final}.json",
-                  hit=all(layer.cached for layer in layers), layers=[layer.model_dump() for layer in layers])
+    def ready(self, log: BuildLog) -> None:
+        """Nothing to wait for: the host is there."""
+
+    def build(self, repo: str, sha: str, workdir: Path, analysis: RepoAnalysis, log: BuildLog,
+              cache_dir: Path | None) -> _Built:
+        env, hit = build_env(workdir, analysis, log, cache_dir)
+        spec = _base_spec(repo, sha, "local", analysis, log)
+        spec.runtime_version, spec.resolved_dependencies = env.runtime.version, env.resolved
+        spec.workdir = ""  # each local sandbox has its own work tree
+        spec.env_vars.update(env.sandbox_env())
+        return _Built(spec=spec, cached_spec=env.root / "specs" / f"{sha}.json", hit=hit)
+
+    def pin(self, spec: EnvSpec) -> None:
+        """`build` already pinned the versions."""
+
+    def rebuild(self, spec: EnvSpec, workdir: Path, log: BuildLog, cache_dir: Path | None) -> list[dict[str, object]]:
+        rebuild_env(spec, workdir, log)
+        return []
 
 
-def _docker_engine(log: BuildLog) -> None:
-    from swedojo.sandboxes import docker_available
+class _DockerBuilder:
+    """Layers of the docker backend: base, runtime, deps and repo images."""
 
-    if not docker_available():
-        raise InstallError("no Docker Engine answers (`make docker-up` starts one; or use --backend local)", log.path)
+    def ready(self, log: BuildLog) -> None:
+        """An engine answers, else InstallError."""
+        from swedojo.sandboxes import docker_available
+
+        if not docker_available():
+            raise InstallError("no Docker Engine answers (`make docker-up` starts one; or use --backend local)",
+                               log.path)
+
+    def build(self, repo: str, sha: str, workdir: Path, analysis: RepoAnalysis, log: BuildLog,
+              cache_dir: Path | None) -> _Built:
+        from swedojo.repolaunch import images
+
+        spec = images.plan(_base_spec(repo, sha, "docker", analysis, log), analysis, workdir, log)
+        layers = images.build_images(spec, workdir, log, _docker_cache(cache_dir) / "locks")
+        final = layers[-1].image_id.removeprefix("sha256:")[:24]
+        return _Built(spec=spec, cached_spec=_docker_cache(cache_dir) / "specs" / f"{final}.json",
+                      hit=all(layer.cached for layer in layers), layers=[layer.model_dump() for layer in layers])
+
+    def pin(self, spec: EnvSpec) -> None:
+        """The versions the dependency layer resolved, read from its image."""
+        from swedojo.repolaunch.images import resolved
+
+        spec.resolved_dependencies, exact = resolved(spec)
+        spec.runtime_version = exact or spec.runtime_version
+
+    def rebuild(self, spec: EnvSpec, workdir: Path, log: BuildLog, cache_dir: Path | None) -> list[dict[str, object]]:
+        from swedojo.repolaunch import images
+
+        self.ready(log)
+        images.ensure_base(spec.base_image.split(":")[-1], log)
+        built = images.build_images(spec, workdir, log, _docker_cache(cache_dir) / "locks", nocache=True)
+        return [layer.model_dump() for layer in built]
+
+
+_BUILDERS = {"local": _LocalBuilder(), "docker": _DockerBuilder()}
+"""How `launch` and `rebuild` make the layers of each backend they can build for."""
+BACKENDS = tuple(_BUILDERS)
+"""The sandbox backends `launch` can build an environment for."""
+
+
+def _builder(backend: str) -> _LocalBuilder | _DockerBuilder:
+    if backend not in _BUILDERS:
+        raise UnsupportedBackendError(f"unknown backend {backend!r}; available: {', '.join(BACKENDS)}")
+    return _BUILDERS[backend]
 
 
 def launch(repo: str, out: Path, commit: str = "", backend: str = "local", mirror: Path | None = None,
@@ -216,8 +255,7 @@ def launch(repo: str, out: Path, commit: str = "", backend: str = "local", mirro
 
     Writes `envspec.json`, `analysis.json` and `build.log` into `out` (docker: `layers.json` too).
     """
-    if backend not in BACKENDS:
-        raise UnsupportedBackendError(f"unknown backend {backend!r}; available: {', '.join(BACKENDS)}")
+    _builder(backend)
     out.mkdir(parents=True, exist_ok=True)
     own_log = log is None
     log = log or BuildLog(out / "build.log")
@@ -231,15 +269,14 @@ def launch(repo: str, out: Path, commit: str = "", backend: str = "local", mirro
 def _launch(repo: str, out: Path, commit: str, backend: str, mirror: Path | None, cache_dir: Path | None,
             agent: SetupAgent | None, log: BuildLog, runs: int, test_timeout: float) -> EnvSpec:
     source, sha, when = _resolve(repo, commit, mirror, log)
-    if backend == "docker":
-        _docker_engine(log)
-    builder = _build_docker if backend == "docker" else _build_local
+    builder = _builder(backend)
+    builder.ready(log)
     with _checkout(source, sha, log) as workdir:
         request = SetupRequest(repo=repo, commit=sha, workdir=workdir, analysis=None, stage="",
                                failure="", log_path=log.path)
         analysis = _analyse(request, when, log, agent)
         analysis, built = _with_agent(request, analysis, log, agent,
-                                      lambda a: builder(repo, sha, workdir, a, log, cache_dir))
+                                      lambda a: builder.build(repo, sha, workdir, a, log, cache_dir))
         if built.layers:
             (out / "layers.json").write_text(json.dumps(built.layers, indent=2))
         (out / "analysis.json").write_text(analysis.model_dump_json(indent=2))
@@ -251,11 +288,7 @@ def _launch(repo: str, out: Path, commit: str, backend: str, mirror: Path | None
                 spec = previous.model_copy(update={"repo": repo})
                 (out / "envspec.json").write_text(spec.model_dump_json(indent=2))
                 return spec
-        if backend == "docker":
-            from swedojo.repolaunch.images import resolved
-
-            spec.resolved_dependencies, exact = resolved(spec)
-            spec.runtime_version = exact or spec.runtime_version
+        builder.pin(spec)
     spec = _validated(spec, source, log, runs, test_timeout)
     built.cached_spec.parent.mkdir(parents=True, exist_ok=True)
     built.cached_spec.write_text(spec.model_dump_json(indent=2))
@@ -320,18 +353,10 @@ def rebuild(spec: EnvSpec, out: Path, mirror: Path | None = None, cache_dir: Pat
     own_log = log is None
     log = log or BuildLog(out / "rebuild.log")
     try:
+        builder = _builder(spec.backend)
         source, sha, _ = _resolve(spec.repo, spec.commit, mirror, log)
-        layers: list[dict[str, object]] = []
         with _checkout(source, sha, log) as workdir:
-            if backend_of(spec) == "docker":
-                from swedojo.repolaunch import images
-
-                _docker_engine(log)
-                images.ensure_base(spec.base_image.split(":")[-1], log)
-                built = images.build_images(spec, workdir, log, _docker_cache(cache_dir) / "locks", nocache=True)
-                layers = [layer.model_dump() for layer in built]
-            else:
-                rebuild_env(spec, workdir, log)
+            layers = builder.rebuild(spec, workdir, log, cache_dir)
         after = _validated(spec.model_copy(update={"test_status": {}, "flaky_tests": [], "network_tests": []}),
                            source, log, runs, test_timeout)
         report = compare(spec, after).model_copy(update={"layers": layers})

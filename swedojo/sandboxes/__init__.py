@@ -1,4 +1,5 @@
-"""Sandboxes: where commands of an agent or a grader run. `open_sandbox` picks a backend by name.
+"""Sandboxes: where commands of an agent or a grader run. `open_sandbox` picks a backend by name
+from `registry`.
 
 Backends are imported on use, so that the local backend needs neither the docker SDK nor an engine.
 """
@@ -7,11 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from swedojo.sandboxes import registry
 from swedojo.sandboxes.base import ExecResult, Sandbox, SandboxConfig, SandboxError
-from swedojo.sandboxes.environment import BACKENDS, UnknownBackendError
+from swedojo.sandboxes.registry import UnknownBackendError
 
 __all__ = [
-    "BACKENDS",
     "ExecResult",
     "Sandbox",
     "SandboxConfig",
@@ -31,25 +32,13 @@ def open_sandbox(
     config: SandboxConfig | None = None,
     workdir: str = "/testbed",
 ) -> Sandbox:
-    """A new sandbox of `backend` ("local" or "docker") with `source` at `commit` in its work tree.
+    """A new sandbox of the registered `backend` with `source` at `commit` in its work tree.
 
-    `image` and `workdir` are for docker; the local backend needs `source` and `commit`.
+    `image` and `workdir` are for docker; the local backend needs `source` and `commit`
+    (ValueError when what the backend needs is missing; UnknownBackendError for an unknown name).
     """
-    if backend == "local":
-        from swedojo.sandboxes.local import LocalSandbox
-
-        if source is None or commit is None:
-            raise ValueError("the local backend needs a repository and a commit")
-        return LocalSandbox(source, commit, config)
-    if backend == "docker":
-        from swedojo.sandboxes.docker import DockerSandbox
-
-        if not image:
-            raise ValueError("the docker backend needs an image")
-        return DockerSandbox(image, source, commit, config, workdir)
-    raise UnknownBackendError(
-        f"unknown sandbox backend {backend!r}; choose one of {', '.join(BACKENDS)}"
-    )
+    return registry.backend(backend).create(image=image, source=source, commit=commit,
+                                            config=config or SandboxConfig(), workdir=workdir)
 
 
 def docker_available() -> bool:

@@ -6,6 +6,9 @@ A sandbox is a work tree (the repo at a commit) plus a way to run commands in it
 
 from __future__ import annotations
 
+import errno
+import os
+import posixpath
 from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
@@ -83,6 +86,76 @@ class Sandbox(Protocol):
     def close(self) -> None:
         """Release everything; idempotent."""
         ...
+
+
+_NOT_REGULAR = "not a regular file"
+_REGULAR = f'[ -f "$1" ] || [ -d "$1" ] || [ ! -e "$1" ] || {{ echo "$1: {_NOT_REGULAR}" >&2; exit 1; }}'
+"""Refuse a FIFO (cat would wait for the other end until the helper's timeout), socket or device
+(/dev/zero would stream into our memory until then); directories and missing files go on to
+cat for its own error. (A path swapped for one between this test and cat is still only bounded
+by the helper's timeout.)"""
+_READ = f'{_REGULAR}; exec cat -- "$1"'
+_WRITE = f'{_REGULAR}; mkdir -p -- "$(dirname -- "$1")" && cat > "$1"'
+_DIFF = "git add -A >/dev/null && git diff --cached --binary HEAD"
+_ERRNOS = (errno.ENOENT, errno.EISDIR, errno.ENOTDIR, errno.EACCES, errno.EPERM, errno.EROFS,
+           errno.ENOSPC, errno.EFBIG)  # fmt: skip
+"""What a failed helper may report, by its strerror text (as coreutils and sh print it)."""
+
+
+def file_error(stderr: bytes, path: str) -> OSError:
+    """The OSError Python's own file functions would raise for what a failed `cat`, `mkdir` or
+    `sh` said about `path` (e.g. FileNotFoundError); a generic one (EIO) with its message else."""
+    text = stderr.decode(errors="replace").strip()
+    if text.endswith(_NOT_REGULAR):
+        return OSError(errno.EINVAL, "Not a regular file (a FIFO, socket or device)", path)
+    if os.strerror(errno.EEXIST) in text:  # `mkdir -p` meets a file where a directory must be
+        return NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), path)
+    for code in _ERRNOS:
+        if os.strerror(code) in text:
+            if code == errno.EROFS:  # writing where one may not: a permission problem to the caller
+                return PermissionError(code, os.strerror(code), path)
+            return OSError(code, os.strerror(code), path)  # the subclass of that errno
+    return OSError(errno.EIO, text or "failed", path)
+
+
+class OneOffFiles:
+    """`read_file`, `write_file` and `diff` of the `Sandbox` protocol, for backends that run each
+    as a one-off helper process in the sandbox (`cat`, `sh`, `git`), so the files are touched
+    with the sandbox user's rights and see its mounts. The helpers' shell and the mapping of
+    their errors to OSErrors are written here once; a backend implements `_one_off` (how a
+    helper runs) and has `workdir`."""
+
+    workdir: str
+
+    def _one_off(self, argv: list[str], data: bytes = b"", *, git: bool = False) -> tuple[int, bytes, bytes]:
+        """Run `argv` once as the sandbox user in the work tree, `data` on its stdin, bounded in
+        time: (exit code, stdout, stderr). SandboxError when it cannot run or times out.
+
+        `git`: the helper is git, which obeys files the agent controls (its config, hooks,
+        attributes); a backend may confine it more than the coreutils behind file reads and
+        writes."""
+        raise NotImplementedError
+
+    def _path(self, path: str) -> str:
+        """`path` inside the sandbox: relative ones are relative to `workdir`."""
+        return posixpath.join(self.workdir, path)
+
+    def read_file(self, path: str) -> bytes:
+        code, out, err = self._one_off(["sh", "-c", _READ, "read_file", self._path(path)])
+        if code != 0:
+            raise file_error(err, path)
+        return out
+
+    def write_file(self, path: str, data: bytes) -> None:
+        code, _, err = self._one_off(["sh", "-c", _WRITE, "write_file", self._path(path)], data)
+        if code != 0:
+            raise file_error(err, path)
+
+    def diff(self) -> str:
+        code, out, err = self._one_off(["sh", "-c", _DIFF], git=True)
+        if code != 0:
+            raise SandboxError(f"git diff failed: {(err or out).decode(errors='replace').strip()}")
+        return out.decode("utf-8", errors="replace")
 
 
 def cut_output(data: bytes, limit: int, skipped: int = 0) -> tuple[str, bool]:

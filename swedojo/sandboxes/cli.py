@@ -8,13 +8,13 @@ import typer
 
 from swedojo.repos import CommitNotFoundError, RepoNotFoundError, resolve_repo
 from swedojo.sandboxes import (
-    BACKENDS,
     Sandbox,
     SandboxConfig,
     SandboxError,
     open_sandbox,
 )
 from swedojo.sandboxes.environment import prepare
+from swedojo.sandboxes.registry import names
 from swedojo.schema import EnvSpec
 
 sandbox_app = typer.Typer(
@@ -27,7 +27,9 @@ CommandArg = typer.Argument(
     ..., help="The command, after `--`; run by bash in the work tree."
 )
 BackendOpt = typer.Option(
-    "local", "--backend", help=f"Sandbox backend: {', '.join(BACKENDS)}."
+    "",
+    "--backend",
+    help=f"Sandbox backend: {', '.join(names())} (default: the EnvSpec's, else local).",
 )
 ImageOpt = typer.Option("", "--image", help="Docker image (docker backend).")
 EnvOpt = typer.Option(
@@ -58,12 +60,14 @@ def _open(
     try:
         if env is not None:
             spec = EnvSpec.model_validate_json(env.read_text())
-            image, workdir, env_vars = (
+            backend, image, workdir, env_vars = (
+                backend or spec.backend,
                 image or spec.image,
                 spec.workdir or workdir,
                 spec.env_vars,
             )
             repo, commit = repo or spec.repo, commit or spec.commit
+        backend = backend or "local"
         source = resolve_repo(repo) if repo else None
         config = SandboxConfig(network=network, command_timeout_s=timeout, env=env_vars)
         sandbox = open_sandbox(
@@ -127,7 +131,7 @@ def shell_command(
     """An interactive loop over one persistent sandbox terminal (cwd and env persist); Ctrl-D leaves."""
     with _open(backend, image, env, repo, commit, network, timeout) as sandbox:
         typer.echo(
-            f"{backend} sandbox, work tree {sandbox.workdir}; Ctrl-D leaves", err=True
+            f"{type(sandbox).__name__}, work tree {sandbox.workdir}; Ctrl-D leaves", err=True
         )
         while True:
             try:

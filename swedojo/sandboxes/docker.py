@@ -22,7 +22,6 @@ from __future__ import annotations
 import atexit
 import io
 import os
-import posixpath
 import re
 import secrets
 import select
@@ -37,17 +36,18 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
 import docker
 import docker.errors
 from docker.types import LogConfig
 
 from swedojo.repos import checkout
-from swedojo.sandboxes.base import ExecResult, SandboxConfig, SandboxError
+from swedojo.sandboxes.base import ExecResult, OneOffFiles, SandboxConfig, SandboxError
 from swedojo.sandboxes.seccomp import render_docker_profile
 from swedojo.sandboxes.terminal import SHELL_ARGV, SHELL_ENV, PersistentTerminal
 from swedojo.sandboxes.warm_runner import WarmRunner
+from swedojo.schema import EnvSpec
 
 LABEL = "swedojo.sandbox"
 """Label on every container the backend starts (value "1")."""
@@ -690,28 +690,31 @@ def _checkout_tar(source: Path, commit: str) -> bytes:
         return buf.getvalue()
 
 
-def _os_error(path: str, stderr: bytes) -> OSError:
-    """The Python error matching what a coreutils tool said about `path`."""
-    message = stderr.decode(errors="replace").strip() or "failed"
-    for marker, kind in (
-        ("No such file", FileNotFoundError),
-        ("Permission denied", PermissionError),
-        ("Read-only file system", PermissionError),
-        ("Is a directory", IsADirectoryError),
-        ("Not a directory", NotADirectoryError),
-    ):
-        if marker in message:
-            return kind(message)
-    return OSError(f"{path}: {message}")
-
-
-class DockerSandbox:
+class DockerSandbox(OneOffFiles):
     """A hardened container with the repo at `commit` in `workdir` and a persistent terminal.
 
     The work tree is a fresh size-capped tmpfs (whatever the image has at `workdir` is hidden):
     with `source` and `commit` it holds a checkout, owned by the sandbox user; without, it is
     empty. The pool passes a started `container` to skip the start.
     """
+
+    pooled: ClassVar[bool] = True
+
+    @classmethod
+    def create(cls, *, image: str, source: Path | None, commit: str | None, config: SandboxConfig,
+               workdir: str) -> DockerSandbox:
+        """The registry's constructor (`registry.SandboxBackend`)."""
+        if not image:
+            raise ValueError("the docker backend needs an image")
+        return cls(image, source, commit, config, workdir)
+
+    @classmethod
+    def plain_python(cls, spec: EnvSpec, config: SandboxConfig) -> tuple[EnvSpec, SandboxConfig]:
+        """The locally made Python image (`make docker-up` builds it) runs the tests."""
+        from swedojo.sandboxes.environment import DEFAULT_PYTHON_IMAGE
+
+        update = {"image": DEFAULT_PYTHON_IMAGE, "test_command": "python3 -m pytest -rA -p no:cacheprovider"}
+        return spec.model_copy(update=update), config
 
     def __init__(
         self,
@@ -759,31 +762,8 @@ class DockerSandbox:
         runner = self._live().runner
         return self._terminal.run(runner.rewrite(command) if runner else command, timeout)
 
-    def _path(self, path: str) -> str:
-        return posixpath.join(self.workdir, path)
-
-    def read_file(self, path: str) -> bytes:
-        code, out, err = self._live().run(["cat", "--", self._path(path)])
-        if code != 0:
-            raise _os_error(path, err)
-        return out
-
-    def write_file(self, path: str, data: bytes) -> None:
-        script = 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1"'
-        code, _, err = self._live().run(
-            ["sh", "-c", script, "write_file", self._path(path)], data
-        )
-        if code != 0:
-            raise _os_error(path, err)
-
-    def diff(self) -> str:
-        script = "git add -A >/dev/null 2>&1 && git diff --cached --binary HEAD"
-        code, out, err = self._live().run(["sh", "-c", script])
-        if code != 0:
-            raise SandboxError(
-                f"git diff failed: {(err or out).decode(errors='replace').strip()}"
-            )
-        return out.decode("utf-8", errors="replace")
+    def _one_off(self, argv: list[str], data: bytes = b"", *, git: bool = False) -> tuple[int, bytes, bytes]:
+        return self._live().run(argv, data)
 
     def close(self) -> None:
         if self._closed:

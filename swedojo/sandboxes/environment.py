@@ -2,27 +2,22 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pydantic import BaseModel, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from swedojo.sandboxes.base import ExecResult, Sandbox, SandboxConfig, SandboxError
+from swedojo.sandboxes.registry import backend
 from swedojo.sandboxes.warm_runner import WarmRunner
 from swedojo.schema import EnvSpec
 
 if TYPE_CHECKING:
     from swedojo.sandboxes.pool import SandboxPool
 
-BACKENDS = ("local", "docker")
 DEFAULT_PYTHON_IMAGE = "swedojo/python:bookworm"
-
-
-class UnknownBackendError(ValueError):
-    """The backend name is not one of BACKENDS."""
 
 
 class PrepareError(SandboxError):
@@ -47,20 +42,26 @@ def prepare(sandbox: Sandbox, spec: EnvSpec, timeout: float | None = None,
 class Environment(BaseModel):
     """A recipe for fresh sandboxes of one repo at one commit; every `open()` starts clean."""
 
+    model_config = ConfigDict(extra="forbid")  # e.g. `backend=`: the spec names the backend
+
     spec: EnvSpec
-    """How tests run and are read; the image for docker."""
-    backend: str = "local"
-    """`local` or `docker`."""
+    """How tests run and are read; its backend, and the image for docker."""
     source: Path
     """Local git directory holding the repo."""
     config: SandboxConfig = Field(default_factory=SandboxConfig)
     """Limits for every sandbox opened from it."""
     _pool: SandboxPool | None = PrivateAttr(default=None)
 
+    @property
+    def backend(self) -> str:
+        """The sandbox backend, as the spec names it."""
+        return self.spec.backend
+
     def with_pool(self, pool: SandboxPool | None) -> Environment:
-        """This environment with its docker sandboxes taken from `pool`'s warm containers (not serialised)."""
+        """This environment with its sandboxes taken from `pool`'s warm containers (not serialised);
+        unchanged when its backend is not pooled."""
         env = self.model_copy()
-        env._pool = pool
+        env._pool = pool if pool is not None and backend(self.backend).pooled else None
         return env
 
     def open(self, commit: str | None = None, prepared: bool = True) -> Sandbox:
@@ -87,34 +88,22 @@ class Environment(BaseModel):
 
     def _sandbox(self, target: str) -> Sandbox:
         config = self.sandbox_config()
-        if self.backend == "local":
-            from swedojo.sandboxes.local import LocalSandbox
-
-            return LocalSandbox(self.source, target, config)
-        if self.backend == "docker":
-            from swedojo.sandboxes.docker import DockerSandbox
-
-            if self._pool is not None:
-                return self._pool.acquire(self.spec.image, self.source, target, config, self.spec.workdir, self.warm_runner())
-            return DockerSandbox(self.spec.image, self.source, target, config, workdir=self.spec.workdir)
-        raise UnknownBackendError(f"unknown sandbox backend {self.backend!r}; choose one of {', '.join(BACKENDS)}")
+        if self._pool is not None:
+            return self._pool.acquire(self.spec.image, self.source, target, config, self.spec.workdir, self.warm_runner())
+        return backend(self.backend).create(image=self.spec.image, source=self.source, commit=target, config=config,
+                                            workdir=self.spec.workdir)
 
 
-def default_python_env(repo: str, commit: str, source: Path, backend: str, config: SandboxConfig | None = None) -> Environment:
+def default_python_env(repo: str, commit: str, source: Path, backend_name: str,
+                       config: SandboxConfig | None = None) -> Environment:
     """A plain pytest environment for small pure-Python repos (the bundled demo suite).
 
-    Locally the harness's own interpreter (which has pytest) runs the tests; in Docker, the
-    locally made Python image does.
+    How the tests get a Python is the backend's (`plain_python`): locally the harness's own
+    interpreter (which has pytest), in Docker the locally made Python image.
     """
-    spec = EnvSpec(repo=repo, commit=commit, build_system="pytest", runtime_version=f"{sys.version_info.major}.{sys.version_info.minor}")
+    spec = EnvSpec(repo=repo, commit=commit, backend=backend_name, build_system="pytest",
+                   runtime_version=f"{sys.version_info.major}.{sys.version_info.minor}")
     # The harness's own plugins (hypothesis, timeout) are not the repo's: keep them out of its runs.
     spec.env_vars["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    config = config or SandboxConfig()
-    if backend == "docker":
-        spec.image = DEFAULT_PYTHON_IMAGE
-        spec.test_command = "python3 -m pytest -rA -p no:cacheprovider"
-    else:
-        spec.workdir = ""
-        path = os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"])
-        config = config.model_copy(update={"env": {"PATH": path, **config.env}})
-    return Environment(spec=spec, backend=backend, source=source, config=config)
+    spec, config = backend(backend_name).plain_python(spec, config or SandboxConfig())
+    return Environment(spec=spec, source=source, config=config)

@@ -19,7 +19,6 @@ Not bounded here: the total size of files in the work tree (each file is, by RLI
 from __future__ import annotations
 
 import contextlib
-import errno
 import functools
 import logging
 import math
@@ -32,12 +31,12 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Self
+from typing import ClassVar, Self
 
 from pydantic import BaseModel, Field
 
 from swedojo.repos import checkout
-from swedojo.sandboxes.base import ExecResult, SandboxConfig, SandboxError
+from swedojo.sandboxes.base import ExecResult, OneOffFiles, SandboxConfig, SandboxError
 from swedojo.sandboxes.seccomp import SeccompUnavailableError, bpf_fd, compile_bpf
 from swedojo.sandboxes.terminal import (
     SHELL_ARGV,
@@ -45,6 +44,7 @@ from swedojo.sandboxes.terminal import (
     PersistentTerminal,
     SubprocessTransport,
 )
+from swedojo.schema import EnvSpec
 
 log = logging.getLogger(__name__)
 
@@ -100,11 +100,29 @@ def _uid_pids(uid: int) -> list[int]:
     return pids
 
 
-class LocalSandbox:
+class LocalSandbox(OneOffFiles):
     """A work tree in a temp dir and a persistent, confined bash in it.
 
     `bubblewrap=False` skips bubblewrap even where it works (to see or test the fallback).
     """
+
+    pooled: ClassVar[bool] = False
+
+    @classmethod
+    def create(cls, *, image: str, source: Path | None, commit: str | None, config: SandboxConfig,
+               workdir: str) -> LocalSandbox:
+        """The registry's constructor (`registry.SandboxBackend`): `image` and `workdir` do not
+        apply (the host's runtime, a work tree of its own)."""
+        if source is None or commit is None:
+            raise ValueError("the local backend needs a repository and a commit")
+        return cls(source, commit, config)
+
+    @classmethod
+    def plain_python(cls, spec: EnvSpec, config: SandboxConfig) -> tuple[EnvSpec, SandboxConfig]:
+        """The harness's own interpreter (which has pytest) runs the tests: first on PATH."""
+        spec = spec.model_copy(update={"workdir": ""})  # each sandbox has its own work tree
+        path = os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"])
+        return spec, config.model_copy(update={"env": {"PATH": path, **config.env}})
 
     def __init__(
         self,
@@ -276,29 +294,9 @@ class LocalSandbox:
             raise SandboxError("sandbox is closed")
         return self._terminal.run(command, timeout)
 
-    def _path(self, path: str) -> str:
-        return path if os.path.isabs(path) else os.path.join(self.workdir, path)
-
-    def read_file(self, path: str) -> bytes:
-        target = self._path(path)
-        proc = self._run(["cat", "--", target], enter=True)
-        if proc.returncode != 0:
-            raise _os_error(proc.stderr, target)
-        return proc.stdout
-
-    def write_file(self, path: str, data: bytes) -> None:
-        target = self._path(path)
-        script = 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1"'
-        proc = self._run(["sh", "-c", script, "sh", target], data, enter=True)
-        if proc.returncode != 0:
-            raise _os_error(proc.stderr, target)
-
-    def diff(self) -> str:
-        script = "git add -A >/dev/null && git diff --cached --binary HEAD"
-        proc = self._run(["sh", "-c", script], enter=False)
-        if proc.returncode != 0:
-            raise SandboxError(f"git diff failed: {proc.stderr.decode(errors='replace').strip()}")
-        return proc.stdout.decode("utf-8", errors="replace")
+    def _one_off(self, argv: list[str], data: bytes = b"", *, git: bool = False) -> tuple[int, bytes, bytes]:
+        proc = self._run(argv, data, enter=not git)
+        return proc.returncode, proc.stdout, proc.stderr
 
     def close(self) -> None:
         if self._closed:
@@ -363,13 +361,3 @@ def _reachable(path: str) -> bool:
     """Whether any user may enter `path` (every directory on the way is o+x)."""
     parts = Path(path).parts
     return all(os.stat(Path(*parts[:i])).st_mode & 0o001 for i in range(2, len(parts) + 1))
-
-
-def _os_error(stderr: bytes, path: str) -> OSError:
-    """The OSError a failed cat/sh reported (by its strerror text), e.g. FileNotFoundError."""
-    text = stderr.decode(errors="replace").strip()
-    for code in (errno.ENOENT, errno.EISDIR, errno.ENOTDIR, errno.EACCES, errno.EPERM,
-                 errno.EROFS, errno.ENOSPC, errno.EFBIG):  # fmt: skip
-        if os.strerror(code) in text:
-            return OSError(code, os.strerror(code), path)
-    return OSError(errno.EIO, text or "failed", path)

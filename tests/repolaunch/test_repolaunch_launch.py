@@ -40,7 +40,7 @@ from swedojo.repolaunch.errors import (
     ResolveError,
 )
 from swedojo.repolaunch.fallback import SetupRequest
-from swedojo.repolaunch.launch import launch
+from swedojo.repolaunch.launch import UnsupportedBackendError, launch, rebuild
 from swedojo.schema import TestStatus
 
 
@@ -56,6 +56,7 @@ def launched(tmp_path_factory: pytest.TempPathFactory, env_cache: Path) -> dict:
 
 def test_local_launch_end_to_end(launched: dict) -> None:
     spec, out = launched["spec"], launched["out"]
+    assert spec.backend == "local"
     assert spec.test_status == CALC_STATUSES
     assert spec.flaky_tests == CALC_FLAKY
     assert spec.network_tests == CALC_NETWORK
@@ -199,3 +200,11 @@ def test_progress_display_shows_steps_times_and_the_log_tail(tmp_path: Path) -> 
     assert re.search(r"deps layer: pip install pytest\s+\d+\.\ds", text) and "starting" not in text
     assert "Installing collected packages: pytest" in text and re.search(r"\d+\.\ds", text)
     log.close()
+
+
+def test_unknown_backends_are_refused_before_anything_is_built(launched: dict, tmp_path: Path) -> None:
+    with pytest.raises(UnsupportedBackendError, match="available: local, docker"):
+        launch(str(launched["repo"]), tmp_path / "out", backend="podman")
+    with pytest.raises(UnsupportedBackendError):
+        rebuild(launched["spec"].model_copy(update={"backend": "podman"}), tmp_path / "again")
+    assert not (tmp_path / "out").exists()

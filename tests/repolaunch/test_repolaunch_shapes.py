@@ -104,4 +104,4 @@ def test_shape_launches_with_per_test_results(make_repo, tmp_path: Path, env_cac
         assert spec.install_commands == [f"npm install --before={DATE}"]
     if shape == "setup-py":
         assert spec.resolved_dependencies["iniconfig"] == "2.0.0" and "legacy" not in spec.resolved_dependencies
-    assert bool(spec.image) == (backend == "docker")
+    assert spec.backend == backend and bool(spec.image) == (backend == "docker")

@@ -1,7 +1,7 @@
 """Fixtures for the sandbox tests: tiny real git repos, sandboxes per backend, a C escape probe.
 
-To run the escape tests on another backend, add its name to BACKENDS and a branch to
-`make_sandbox`.
+The escape and conformance tests run on every backend of `swedojo.sandboxes.registry`; a backend
+that needs something of the machine gets its marker in `MARKS`.
 """
 
 from __future__ import annotations
@@ -14,9 +14,13 @@ from pathlib import Path
 import pytest
 
 from swedojo.sandboxes.base import Sandbox, SandboxConfig
-from swedojo.sandboxes.local import LocalSandbox
+from swedojo.sandboxes.registry import backend, names
 
-BACKENDS = ["local", pytest.param("docker", marks=pytest.mark.docker)]
+DOCKER_IMAGE = "swedojo/python:bookworm"
+"""Image of the sandboxes of backends that take one (`make docker-up` builds it)."""
+MARKS = {"docker": pytest.mark.docker}
+"""Markers of the backends that need more than the host (docker: an engine; see tests/conftest.py)."""
+BACKENDS = [pytest.param(name, marks=MARKS.get(name, ())) for name in names()]
 
 ESCAPE_CONFIG = SandboxConfig(
     command_timeout_s=20,
@@ -29,15 +33,10 @@ ESCAPE_CONFIG = SandboxConfig(
 """Tight limits so that bombs hit them fast."""
 
 
-def make_sandbox(backend: str, repo_path: Path, config: SandboxConfig) -> Sandbox:
-    """A sandbox of `backend` with `repo_path` at HEAD in its work tree."""
-    if backend == "local":
-        return LocalSandbox(repo_path, "HEAD", config)
-    if backend == "docker":
-        from swedojo.sandboxes.docker import DockerSandbox
-
-        return DockerSandbox("swedojo/python:bookworm", repo_path, "HEAD", config)
-    raise ValueError(f"unknown backend {backend}")
+def make_sandbox(name: str, repo_path: Path, config: SandboxConfig) -> Sandbox:
+    """A sandbox of backend `name` with `repo_path` at HEAD in its work tree."""
+    return backend(name).create(image=DOCKER_IMAGE, source=repo_path, commit="HEAD", config=config,
+                                workdir="/testbed")
 
 
 def make_repo(path: Path, files: dict[str, str] | None = None) -> Path:
