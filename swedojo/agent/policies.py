@@ -39,11 +39,16 @@ def _act(registry: ToolRegistry, trajectory: Trajectory, sandbox: Sandbox, run: 
 
 
 def gold_apply_command(patch: str) -> str:
-    """A bash command that applies `patch` with SWE-bench's fallbacks, readable in the trajectory."""
+    """A bash command that applies `patch` with SWE-bench's fallbacks, readable in the trajectory.
+
+    The diff goes to a fresh `mktemp` file (in the sandbox's own TMPDIR), never a fixed name: where
+    /tmp is shared (a local sandbox without bubblewrap), another sandbox's file must not be applied.
+    """
     delimiter = f"SWEDOJO_PATCH_{secrets.token_hex(6)}"
     body = patch if patch.endswith("\n") else patch + "\n"
-    fallbacks = " || ".join(f"{{ {command}; }}" for command in apply_commands("/tmp/swedojo-gold.diff"))
-    return f"cat > /tmp/swedojo-gold.diff <<'{delimiter}'\n{body}{delimiter}\n{fallbacks}"
+    fallbacks = " || ".join(f"{{ {command}; }}" for command in apply_commands('"$gold"'))
+    return (f"gold=$(mktemp) && cat > \"$gold\" <<'{delimiter}'\n{body}{delimiter}\n"
+            f"{{ {fallbacks}; }}; applied=$?; rm -f \"$gold\"; (exit $applied)")
 
 
 class GoldPolicy:

@@ -37,6 +37,7 @@ from pydantic import BaseModel, Field
 
 from swedojo.repos import checkout
 from swedojo.sandboxes.base import ExecResult, OneOffFiles, SandboxConfig, SandboxError
+from swedojo.sandboxes.interpreter import reachable, sandbox_python
 from swedojo.sandboxes.seccomp import SeccompUnavailableError, bpf_fd, compile_bpf
 from swedojo.sandboxes.terminal import (
     SHELL_ARGV,
@@ -119,10 +120,13 @@ class LocalSandbox(OneOffFiles):
 
     @classmethod
     def plain_python(cls, spec: EnvSpec, config: SandboxConfig) -> tuple[EnvSpec, SandboxConfig]:
-        """The harness's own interpreter (which has pytest) runs the tests: first on PATH."""
+        """The harness's own interpreter (which has pytest) runs the tests: first on PATH as `python`
+        and `python3`, a reachable copy of it where the sandbox user cannot see it (`interpreter`)."""
         spec = spec.model_copy(update={"workdir": ""})  # each sandbox has its own work tree
-        path = os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"])
-        return spec, config.model_copy(update={"env": {"PATH": path, **config.env}})
+        needs_reach = os.getuid() == 0 and bubblewrap_problem() is not None
+        bin_dir, variables = sandbox_python(needs_reach)
+        path = os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"])
+        return spec, config.model_copy(update={"env": {"PATH": path, **variables, **config.env}})
 
     def __init__(
         self,
@@ -167,7 +171,8 @@ class LocalSandbox(OneOffFiles):
         home = "/tmp" if self.isolation.bubblewrap else str(self._root / "home")
         path = os.environ.get("PATH", _DEFAULT_PATH).split(os.pathsep)
         if self.isolation.uid != os.getuid():
-            path = [p for p in path if os.path.isdir(p) and _reachable(p)]
+            path = [p for p in path if os.path.isdir(p) and reachable(p)]
+        path += [p for p in _DEFAULT_PATH.split(os.pathsep) if p not in path]  # the system's tools, whatever was cut
         env = {"PATH": os.pathsep.join(path), "HOME": home, "TMPDIR": scratch}
         return env | {"LANG": "C.UTF-8", "TERM": "dumb"}
 
@@ -355,9 +360,3 @@ def _plan(config: SandboxConfig, bubblewrap: bool) -> Isolation:
         rlimits=rlimits,
         missing=missing,
     )
-
-
-def _reachable(path: str) -> bool:
-    """Whether any user may enter `path` (every directory on the way is o+x)."""
-    parts = Path(path).parts
-    return all(os.stat(Path(*parts[:i])).st_mode & 0o001 for i in range(2, len(parts) + 1))

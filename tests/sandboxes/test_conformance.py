@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from conftest import BACKENDS, make_repo, make_sandbox
+from sandbox_helpers import BACKENDS, make_repo, make_sandbox
 
 from swedojo.sandboxes.base import Sandbox, SandboxConfig, SandboxError
 

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import make_repo
+from sandbox_helpers import make_repo
 from typer.testing import CliRunner
 
 from swedojo.sandboxes import SandboxConfig, UnknownBackendError, open_sandbox, registry
@@ -73,7 +73,8 @@ def test_envspec_names_its_backend_and_old_files_with_an_image_load_as_docker() 
 def test_environment_takes_its_backend_from_the_spec(tmp_path: Path) -> None:
     env = default_python_env("r", "c", tmp_path, "local", SandboxConfig())
     assert env.backend == env.spec.backend == "local" and env.spec.workdir == ""
-    assert env.config.env["PATH"].split(":")[0] == str(Path(sys.executable).parent)
+    python = Path(env.config.env["PATH"].split(":")[0]) / "python"  # found as python, whatever the host calls it
+    assert python.resolve() == Path(sys.executable).resolve() and (python.parent / "python3").resolve() == python.resolve()
     assert env.with_pool(object())._pool is None  # type: ignore[arg-type]  # local sandboxes are not pooled
     assert Environment.model_validate(env.model_dump()).backend == "local"
     docker = default_python_env("r", "c", tmp_path, "docker")

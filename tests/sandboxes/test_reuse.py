@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from conftest import make_repo
+from sandbox_helpers import make_repo
 
 from swedojo.sandboxes.docker import DockerSandbox
 from swedojo.sandboxes.pool import SandboxPool

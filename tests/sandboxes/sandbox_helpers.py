@@ -1,0 +1,45 @@
+"""Helpers the sandbox tests import by name (a module of its own: `conftest` is ambiguous across test folders)."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from swedojo.sandboxes.base import Sandbox, SandboxConfig
+from swedojo.sandboxes.registry import backend, names
+
+DOCKER_IMAGE = "swedojo/python:bookworm"
+"""Image of the sandboxes of backends that take one (`make docker-up` builds it)."""
+MARKS = {"docker": pytest.mark.docker}
+"""Markers of the backends that need more than the host (docker: an engine; see tests/conftest.py)."""
+BACKENDS = [pytest.param(name, marks=MARKS.get(name, ())) for name in names()]
+
+ESCAPE_CONFIG = SandboxConfig(
+    command_timeout_s=20,
+    total_time_s=900,
+    max_output_bytes=16_000,
+    memory_mb=512,
+    pids=128,
+    disk_mb=64,
+)
+"""Tight limits so that bombs hit them fast."""
+
+
+def make_sandbox(name: str, repo_path: Path, config: SandboxConfig) -> Sandbox:
+    """A sandbox of backend `name` with `repo_path` at HEAD in its work tree."""
+    return backend(name).create(image=DOCKER_IMAGE, source=repo_path, commit="HEAD", config=config,
+                                workdir="/testbed")
+
+
+def make_repo(path: Path, files: dict[str, str] | None = None) -> Path:
+    """A real git repository at `path` with one commit of `files`."""
+    path.mkdir(parents=True, exist_ok=True)
+    for name, text in (files or {"README.md": "hello\n", "pkg/mod.py": "X = 1\n"}).items():
+        (path / name).parent.mkdir(parents=True, exist_ok=True)
+        (path / name).write_text(text)
+    git = ["git", "-c", "user.email=t@example.invalid", "-c", "user.name=t"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "init"]):
+        subprocess.run([*git, *args], cwd=path, check=True, capture_output=True)
+    return path
