@@ -4,7 +4,7 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: demo test bench docker-up install clean
+.PHONY: demo test bench system-deps docker-up install clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -18,12 +18,15 @@ $(STAMP): $(BIN)/python pyproject.toml
 
 install: $(STAMP)
 
-# Start a Docker Engine where none answers, and build the locally made base image (cached by tag).
-docker-up:
+# What the local sandbox needs (bubblewrap, libseccomp, util-linux): the embedded default, so `demo` needs it too.
+system-deps:
 	bash scripts/system_deps.sh
+
+# Start a Docker Engine where none answers, and build the locally made base image (cached by tag).
+docker-up: system-deps
 	bash scripts/ensure_docker.sh
 
-demo: $(STAMP)
+demo: $(STAMP) system-deps
 	$(BIN)/dojo demo
 
 test: $(STAMP) docker-up

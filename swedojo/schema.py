@@ -173,6 +173,21 @@ class ToolCall(BaseModel):
     """Id used to pair the call with its result (OpenAI style); may be empty."""
 
 
+class LogprobKind(str, Enum):
+    """Which distribution `Generation.logprobs` were taken from, so a trainer knows what it compares."""
+
+    TEMPERATURE = "temperature"
+    """log_softmax(logits / temperature), before top-k/top-p truncation: what a trainer recomputes."""
+    RAW = "raw"
+    """log_softmax(logits) of the model; used for greedy decoding (temperature 0)."""
+    SERVER = "server"
+    """As an OpenAI-compatible server reported them (vLLM's default is the raw distribution)."""
+    REPLAYED = "replayed"
+    """Placeholder 0.0 for replayed text: no model sampled these tokens."""
+    NONE = "none"
+    """No logprobs."""
+
+
 class Step(BaseModel):
     """One assistant turn and what the environment answered."""
 
@@ -196,6 +211,9 @@ class Step(BaseModel):
     """The exact tokens the model sampled for this turn."""
     response_logprobs: list[float] = Field(default_factory=list)
     """Log-probability of each sampled token under the rollout policy."""
+    logprob_kind: LogprobKind | None = None
+    """Which distribution `response_logprobs` come from; `replayed` and `none` mark placeholders that
+    no trainer may use. None in trajectories written before it was recorded."""
     usage: dict[str, float] = Field(default_factory=dict)
     """Prompt tokens, tokens prefilled, tokens served from cache, seconds."""
     started_at: datetime = Field(default_factory=_utcnow)

@@ -255,7 +255,7 @@ class ModelPolicy:
         """The turn's step as sampled, its new prompt tokens, and its tokens counted against the limit."""
         step = Step(index=index, phase="plan" if index == 0 else "execute", reasoning=generation.reasoning,
                     content=generation.content, response_token_ids=generation.token_ids,
-                    response_logprobs=generation.logprobs,
+                    response_logprobs=generation.logprobs, logprob_kind=generation.logprob_kind,
                     usage={**generation.usage.model_dump(), "temperature": self.config.sampling.temperature})
         episode.context = self._record_prompt(episode.trajectory, step, generation, episode.context)
         episode.sampled += generation.usage.completion_tokens or len(generation.token_ids)

@@ -16,6 +16,7 @@ results.jsonl. Runs that ended in infra_error are skipped: not the agent's doing
 | response_ids        | per step: prompt_token_ids + response_token_ids     | tokens[prompt:]    | response_ids        |
 | loss_mask           | 0 on each step's prompt ids, 1 on sampled ids       | loss_mask          | response_mask       |
 | rollout_log_probs   | 0.0 on masked ids, each step's response_logprobs    | rollout_log_probs  | response_logprobs   |
+| logprob_kind        | the steps' one LogprobKind (placeholders refused)   | -                  | -                   |
 | response_length     | len(response_ids)                                   | response_length    | -                   |
 | reward              | results.jsonl report.reward                         | reward             | reward_score        |
 | reward_tiers        | report.tiers as name -> score                       | (reward dict)      | -                   |
@@ -40,7 +41,7 @@ from pydantic import BaseModel, ValidationError
 
 from swedojo.rewards.advantages import AdvantageConfig, group_advantages
 from swedojo.rundir import InstanceResult, RunDir
-from swedojo.schema import EvalStatus, ExitStatus, Step, Trajectory
+from swedojo.schema import EvalStatus, ExitStatus, LogprobKind, Step, Trajectory
 
 
 class RunDirError(ValueError):
@@ -108,6 +109,8 @@ class TokenRecord(BaseModel):
     """1 on sampled tokens, 0 on the rest; aligned with response_ids."""
     rollout_log_probs: list[float]
     """Rollout policy log-probability of each sampled token, 0.0 where loss_mask is 0."""
+    logprob_kind: str
+    """Which distribution the rollout logprobs come from (temperature, raw or server); never a placeholder."""
     response_length: int
     """len(response_ids)."""
     reward: float
@@ -147,6 +150,7 @@ TOKEN_SCHEMA = pa.schema(
         ("response_ids", pa.list_(pa.int64())),
         ("loss_mask", pa.list_(pa.int8())),
         ("rollout_log_probs", pa.list_(pa.float64())),
+        ("logprob_kind", pa.string()),
         ("response_length", pa.int64()),
         ("reward", pa.float64()),
         ("reward_tiers", pa.map_(pa.string(), pa.float64())),
@@ -231,8 +235,17 @@ def load_samples(run_dirs: Sequence[Path]) -> tuple[list[Sample], list[Refusal],
     return samples, refused, skipped
 
 
+PLACEHOLDER_KINDS = (LogprobKind.REPLAYED, LogprobKind.NONE)
+"""Logprobs that no model computed for these tokens: a trainer's importance ratio would be made up."""
+
+
 def _check_step(step: Step) -> None:
     sampled, logprobs = len(step.response_token_ids), len(step.response_logprobs)
+    if step.logprob_kind is None:
+        raise TokenMismatchError(f"step {step.index}: the kind of its logprobs was not recorded")
+    if step.logprob_kind in PLACEHOLDER_KINDS:
+        raise TokenMismatchError(f"step {step.index}: its logprobs are placeholders ({step.logprob_kind.value}: "
+                                 "no model sampled these tokens)")
     if not sampled:
         raise TokenMismatchError(f"step {step.index}: empty response (a sampled turn has at least one token)")
     if logprobs != sampled:
@@ -253,6 +266,10 @@ def response_tokens(trajectory: Trajectory) -> tuple[list[int], list[int], list[
     logprobs: list[float] = []
     for step in trajectory.steps:
         _check_step(step)
+    kinds = sorted({step.logprob_kind.value for step in trajectory.steps if step.logprob_kind is not None})
+    if len(kinds) > 1:
+        raise TokenMismatchError(f"logprobs of different kinds in one trajectory: {', '.join(kinds)}")
+    for step in trajectory.steps:
         ids += step.prompt_token_ids + step.response_token_ids
         mask += [0] * len(step.prompt_token_ids) + [1] * len(step.response_token_ids)
         logprobs += [0.0] * len(step.prompt_token_ids) + step.response_logprobs
@@ -275,6 +292,7 @@ def token_record(sample: Sample, advantage: float) -> TokenRecord:
         response_ids=ids,
         loss_mask=mask,
         rollout_log_probs=logprobs,
+        logprob_kind=trajectory.steps[0].logprob_kind.value,
         response_length=len(ids),
         reward=report.reward,
         reward_tiers=_tiers(sample),

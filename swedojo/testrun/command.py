@@ -56,10 +56,17 @@ def selection(spec: EnvSpec, tests: Sequence[str]) -> list[str] | None:
         return None
     if sum(len(shlex.quote(t)) + 1 for t in tests) <= MAX_SELECTION_BYTES:
         return list(tests)
-    files = list(dict.fromkeys(t.split("::", 1)[0] for t in tests))
-    if all("::" in t for t in tests) and sum(len(shlex.quote(f)) + 1 for f in files) <= MAX_SELECTION_BYTES:
+    files = files_of(spec, tests)
+    if files is not None and sum(len(shlex.quote(f)) + 1 for f in files) <= MAX_SELECTION_BYTES:
         return files
     return None
+
+
+def files_of(spec: EnvSpec, tests: Sequence[str]) -> list[str] | None:
+    """The test files `tests` (pytest node ids) lie in, for a run of whole files; None when not node ids."""
+    if not tests or not selects_tests(spec) or not all("::" in t for t in tests):
+        return None
+    return list(dict.fromkeys(t.split("::", 1)[0] for t in tests))
 
 
 def selected_command(spec: EnvSpec, tests: Sequence[str]) -> str:

@@ -36,6 +36,11 @@ def _module_tops(paths: Iterable[str]) -> set[str]:
     return tops
 
 
+def _mentions(log: str, path: str) -> bool:
+    """Whether `log` names `path` as a path (`calc.py` in `src/calc.py:3`, not in `test_calc.py`)."""
+    return re.search(rf"(?<![\w.-]){re.escape(path)}(?![\w-])", log) is not None
+
+
 def repo_paths(sandbox: Sandbox) -> list[str]:
     """The work tree's tracked paths cut to two levels (enough to know its top-level modules)."""
     listed = sandbox.exec("git ls-files | cut -d/ -f1-2 | sort -u")
@@ -60,6 +65,6 @@ def environment_failure(run: SuiteRun, spec: EnvSpec, repo_paths: Iterable[str],
     for name in dict.fromkeys(_NO_MODULE.findall(run.log) if errored else []):
         if name.split(".")[0] not in known:
             return f"a dependency is missing: No module named {name!r} (not in the repository or any patch)"
-    if not run.statuses and not run.timed_out and not any(path in run.log for path in changed):
+    if not run.statuses and not run.timed_out and not any(_mentions(run.log, path) for path in changed):
         return f"the test command ran no test (exit {run.exit_code}): {tail[0].strip()[:300]}"
     return None

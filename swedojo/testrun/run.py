@@ -17,7 +17,7 @@ from pydantic import BaseModel, Field
 
 from swedojo.sandboxes.base import Sandbox, SandboxError
 from swedojo.schema import EnvSpec, TestStatus
-from swedojo.testrun.command import is_simple, selection, suite_command, selected_command
+from swedojo.testrun.command import files_of, is_simple, selected_command, selection, suite_command
 from swedojo.testrun.parsers import parse_log
 
 MAX_LOG_BYTES = 64 << 20
@@ -121,6 +121,15 @@ def run_suite(sandbox: Sandbox, spec: EnvSpec, timeout_s: float = DEFAULT_TIMEOU
 
 def run_tests(sandbox: Sandbox, spec: EnvSpec, tests: Sequence[str], timeout_s: float = DEFAULT_TIMEOUT_S, *,
               agent_shell: bool = False) -> SuiteRun:
-    """These test files or ids; maybe more (see `command.selection`), never fewer."""
+    """These test files or ids; maybe more (see `command.selection`), never fewer.
+
+    pytest runs nothing when one id is unknown ("not found"); a run of exact ids that reports no
+    test at all is then made again over their files, so the other tests are still read.
+    """
     exact = selection(spec, tests) == list(tests) or not tests
-    return run_command(sandbox, spec, selected_command(spec, tests), timeout_s, agent_shell=agent_shell, exact=exact)
+    run = run_command(sandbox, spec, selected_command(spec, tests), timeout_s, agent_shell=agent_shell, exact=exact)
+    files = files_of(spec, tests)
+    if exact and tests and not run.statuses and not run.timed_out and files is not None and files != list(tests):
+        run = run_command(sandbox, spec, " ".join([spec.test_command, *map(shlex.quote, files)]), timeout_s,
+                          agent_shell=agent_shell)
+    return run

@@ -10,19 +10,19 @@ from swedojo.cli import app
 from swedojo.rewards.advantages import AdvantageConfig
 from swedojo.rewards.export import TOKEN_SCHEMA, TokenRecord, export_tokens, read_token_records
 from swedojo.rundir import InstanceResult
-from swedojo.schema import EvalStatus, ExitStatus, RewardReport, Step, TierScore, ToolCall, Trajectory
+from swedojo.schema import EvalStatus, ExitStatus, LogprobKind, RewardReport, Step, TierScore, ToolCall, Trajectory
 
 
 def _trajectory(instance_id: str, seed: int, **changes) -> Trajectory:
     steps = [
         Step(index=0, phase="plan", reasoning="Look at clamp first.", content="Listing files.",
              tool_calls=[ToolCall(name="bash", arguments={"command": "ls"}, call_id="call_0")], observation="calc.py",
-             response_token_ids=[seed + 1, seed + 2, seed + 3], response_logprobs=[-0.1, -0.25, -1.5]),
+             response_token_ids=[seed + 1, seed + 2, seed + 3], response_logprobs=[-0.1, -0.25, -1.5], logprob_kind=LogprobKind.TEMPERATURE),
         Step(index=1, phase="execute", reasoning="", content="", error="unknown tool 'bsh'",
-             prompt_token_ids=[90, 91], response_token_ids=[seed + 4], response_logprobs=[-2.0]),
+             prompt_token_ids=[90, 91], response_token_ids=[seed + 4], response_logprobs=[-2.0], logprob_kind=LogprobKind.TEMPERATURE),
         Step(index=2, phase="submit", reasoning="The fix is in.", content="Submitting.",
              tool_calls=[ToolCall(name="submit", call_id="call_2")],
-             prompt_token_ids=[92, 93, 94], response_token_ids=[seed + 5, seed + 6], response_logprobs=[-0.5, -0.0625]),
+             prompt_token_ids=[92, 93, 94], response_token_ids=[seed + 5, seed + 6], response_logprobs=[-0.5, -0.0625], logprob_kind=LogprobKind.TEMPERATURE),
     ]
     fields = dict(instance_id=instance_id, policy="model", model="tiny-moe", policy_version="step-40",
                   system_prompt="You fix bugs.", task_prompt="clamp ignores high", initial_prompt_token_ids=[1, 2, seed],
@@ -170,3 +170,48 @@ def test_cli_rejects_a_directory_that_is_not_a_run(tmp_path):
     result = CliRunner().invoke(app, ["export", str(tmp_path), "--format", "tokens"])
     assert result.exit_code == 2
     assert "no results.jsonl" in result.output
+
+
+def test_placeholder_unrecorded_and_mixed_logprobs_are_refused(tmp_path):
+    replayed, unknown, mixed = _trajectory("t__r-1", 600), _trajectory("t__u-1", 700), _trajectory("t__m-1", 800)
+    for step in replayed.steps:
+        step.logprob_kind = LogprobKind.REPLAYED
+    for step in unknown.steps:
+        step.logprob_kind = None
+    mixed.steps[1].logprob_kind = LogprobKind.RAW
+    run = tmp_path / "r"
+    _write_run(run, [(replayed, _result("t__r-1", 1.0, EvalStatus.RESOLVED)), (unknown, _result("t__u-1", 0.0)),
+                     (mixed, _result("t__m-1", 0.0)), (_trajectory("t__a-1", 100), _result("t__a-1", 1.0, EvalStatus.RESOLVED))])
+    summary = export_tokens([run], tmp_path / "tokens")
+    assert [str(r) for r in summary.refused] == [
+        "r/t__m-1: logprobs of different kinds in one trajectory: raw, temperature",
+        "r/t__r-1: step 0: its logprobs are placeholders (replayed: no model sampled these tokens)",
+        "r/t__u-1: step 0: the kind of its logprobs was not recorded",
+    ]
+    assert [(r.sample_id, r.logprob_kind) for r in read_token_records(tmp_path / "tokens.parquet")] == [("r/t__a-1", "temperature")]
+
+
+def test_a_scripted_run_is_refused_as_tokens(tmp_path):
+    """The scripted backend replays text: its 0.0 logprobs are labelled replayed and never reach a trainer."""
+    from taskrepo import make_task_repo
+
+    from swedojo.tools.formats import get_format
+
+    mirror, task = make_task_repo(tmp_path / "mirror")
+    suite = tmp_path / "suite.jsonl"
+    suite.write_text(task.model_dump_json() + "\n")
+    script = tmp_path / "script.json"
+    glm = get_format("glm")
+    script.write_text(json.dumps([
+        {"content": "Plan: note it.\n" + glm.render_calls([ToolCall(name="bash", arguments={"command": "echo seen > NOTE"})])},
+        {"content": glm.render_calls([ToolCall(name="submit", arguments={})])},
+    ]))
+    run = tmp_path / "run"
+    ran = CliRunner().invoke(app, ["eval", "--suite", str(suite), "--mirror", str(mirror), "--no-launch", "--policy", "model",
+                                   "--model", f"scripted:{script}", "--out", str(run), "--rewards", "resolved"])
+    assert ran.exit_code == 0, ran.output
+    trajectory = Trajectory.model_validate_json((run / "trajectories" / f"{task.instance_id}.json").read_text())
+    assert trajectory.steps and all(s.logprob_kind == LogprobKind.REPLAYED for s in trajectory.steps)
+    result = CliRunner().invoke(app, ["export", str(run), "--format", "tokens", "--out", str(tmp_path / "tokens.jsonl"), "--no-std"])
+    assert result.exit_code == 1 and "its logprobs are placeholders (replayed" in result.output, result.output
+    assert read_token_records(tmp_path / "tokens.parquet") == []

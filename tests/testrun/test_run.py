@@ -109,3 +109,12 @@ def test_the_package_runs_tests_nowhere_else() -> None:
     found = subprocess.run(["grep", "-rlE", r"parse_log\(|exec\(.*test_command", "swedojo"],
                            capture_output=True, text=True, cwd=Path(__file__).parents[2]).stdout.split()
     assert sorted(f for f in found if not f.startswith("swedojo/testrun/")) == []
+
+
+def test_an_unknown_id_does_not_hide_the_others(repo: Path) -> None:
+    """pytest runs nothing when one id is unknown; the run is made again over the ids' files."""
+    spec = PYTEST.model_copy(update={"env_vars": {**PYTEST.env_vars, "MARK": "spec"}})
+    with LocalSandbox(repo, "HEAD") as sandbox:
+        run = run_tests(sandbox, spec, ["test_a.py::test_ok", "test_a.py::test_gone"])
+    assert run.command.endswith(" test_a.py") and not run.exact
+    assert run.passed("test_a.py::test_ok") and "test_a.py::test_gone" not in run.statuses

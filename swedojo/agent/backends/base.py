@@ -13,7 +13,7 @@ from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
 
-from swedojo.schema import ToolCall
+from swedojo.schema import LogprobKind, ToolCall
 
 
 class BackendError(Exception):
@@ -49,21 +49,6 @@ class FinishReason(str, Enum):
     """A stop token or stop string was produced."""
     LENGTH = "length"
     """`max_new_tokens` was reached."""
-
-
-class LogprobKind(str, Enum):
-    """Which distribution `Generation.logprobs` were taken from, so a trainer knows what it compares."""
-
-    TEMPERATURE = "temperature"
-    """log_softmax(logits / temperature), before top-k/top-p truncation: what a trainer recomputes."""
-    RAW = "raw"
-    """log_softmax(logits) of the model; used for greedy decoding (temperature 0)."""
-    SERVER = "server"
-    """As an OpenAI-compatible server reported them (vLLM's default is the raw distribution)."""
-    REPLAYED = "replayed"
-    """Placeholder 0.0 for replayed text: no model sampled these tokens."""
-    NONE = "none"
-    """No logprobs."""
 
 
 class Message(BaseModel):

@@ -1,0 +1,70 @@
+"""Infrastructure vs agent, decided from evidence: each misclassification seen on real runs, on a small repo."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from taskrepo import SOURCE, make_task_repo, source_patch
+
+from swedojo.repos import resolve_repo
+from swedojo.rewards.grading import grade
+from swedojo.rewards.score import score
+from swedojo.sandboxes.environment import default_python_env
+from swedojo.schema import EvalStatus, ExitStatus, TaskInstance, Trajectory
+
+
+def _env(mirror: Path, task: TaskInstance, **spec):
+    env = default_python_env(task.repo, task.base_commit, resolve_repo(task.repo, mirror), "local")
+    env.spec = env.spec.model_copy(update=spec)
+    return env
+
+
+def _trajectory(task: TaskInstance, patch: str) -> Trajectory:
+    return Trajectory(instance_id=task.instance_id, policy="test", patch=patch, exit_status=ExitStatus.SUBMITTED)
+
+
+def test_a_test_command_that_cannot_start_is_infra_error(tmp_path):
+    mirror, task = make_task_repo(tmp_path)
+    env = _env(mirror, task, test_command="no-such-python -m pytest -rA")
+    report = grade(env, task, task.patch)
+    assert report.status == EvalStatus.INFRA_ERROR and not report.resolved
+    assert report.error.startswith("the test command could not start (exit 127)") and "not found" in report.error
+    scored = score(env, task, _trajectory(task, task.patch))  # at base, before the candidate: the suite
+    assert scored.status == EvalStatus.INFRA_ERROR and "could not start" in scored.error
+
+
+def test_a_missing_test_runner_is_infra_error(tmp_path):
+    mirror, task = make_task_repo(tmp_path)
+    report = grade(_env(mirror, task, test_command="/usr/bin/python3 -I -m nosuchrunner"), task, task.patch)
+    assert report.status == EvalStatus.INFRA_ERROR and report.error == "the test runner is not installed: No module named nosuchrunner"
+
+
+def test_a_suite_that_collects_no_test_is_infra_error(tmp_path):
+    mirror, task = make_task_repo(tmp_path)
+    env = _env(mirror, task, test_command="python -m pytest -rA -p no:cacheprovider --collect-only")  # runs nothing
+    report = grade(env, task, task.patch)
+    assert report.status == EvalStatus.INFRA_ERROR and report.error.startswith("the test command ran no test")
+    scored = score(env, task, _trajectory(task, task.patch))
+    assert scored.status == EvalStatus.INFRA_ERROR and "ran no test" in scored.error
+
+
+def test_a_missing_dependency_at_collection_is_infra_error(tmp_path):
+    mirror, task = make_task_repo(tmp_path)
+    extra = "import yaml_that_is_not_installed\n\n\ndef test_loads():\n    assert yaml_that_is_not_installed\n"
+    new_file = source_patch("test_extra.py", "", extra).replace("--- a/test_extra.py", "new file mode 100644\n--- /dev/null")
+    needs = task.model_copy(update={"test_patch": task.test_patch + new_file,
+                                    "FAIL_TO_PASS": [*task.FAIL_TO_PASS, "test_extra.py::test_loads"]})
+    report = grade(_env(mirror, needs), needs, task.patch)
+    assert report.status == EvalStatus.INFRA_ERROR, report.log_tail
+    assert report.error == "a dependency is missing: No module named 'yaml_that_is_not_installed' (not in the repository or any patch)"
+
+
+def test_a_broken_patch_stays_the_agents_failure(tmp_path):
+    mirror, task = make_task_repo(tmp_path)
+    env = _env(mirror, task)
+    syntax = grade(env, task, source_patch("calc.py", SOURCE, SOURCE.replace("def clamp", "def clamp(:")))
+    assert syntax.status == EvalStatus.UNRESOLVED and syntax.error == ""
+    module_gone = grade(env, task, source_patch("calc.py", SOURCE, ""))  # every test module fails to import
+    assert module_gone.status == EvalStatus.UNRESOLVED, module_gone.error
+    renamed = "diff --git a/calc.py b/calc.py\ndeleted file mode 100644\n" + source_patch("calc.py", SOURCE, "").split("\n", 1)[1]
+    assert grade(env, task, renamed).status == EvalStatus.UNRESOLVED  # "No module named 'calc'": the candidate removed it
