@@ -137,7 +137,8 @@ def run_instance(
         sandbox = env.open(instance.base_commit)
     except Exception as exc:
         return _infra_result(instance, policy, f"environment: {exc}".splitlines()[0], start)
-    run = RunContext(spec=env.spec, checkpoint=_checkpointer(trajectory_file))
+    # The rollouts of one task form its group (one per run directory; `dojo export` joins them).
+    run = RunContext(spec=env.spec, checkpoint=_checkpointer(trajectory_file), group_id=instance.instance_id)
     try:
         trajectory = policy.solve(instance, sandbox, run)
     except Exception as exc:

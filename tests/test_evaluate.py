@@ -46,7 +46,7 @@ def test_gold_eval_isolates_each_bad_instance(tmp_path):
     assert {p["instance_id"] for p in preds} == set(rows)
     assert all(set(p) == {"instance_id", "model_name_or_path", "model_patch"} for p in preds)
     assert "+    if value > high:" in next(p for p in preds if p["instance_id"] == "owner__calc-1")["model_patch"]
-    assert (out / "trajectories" / "owner__calc-1.json").exists()
+    assert json.loads((out / "trajectories" / "owner__calc-1.json").read_text())["group_id"] == "owner__calc-1"
 
 
 def test_empty_policy_resolves_nothing_and_a_rerun_resumes(tmp_path):

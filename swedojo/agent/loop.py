@@ -208,6 +208,7 @@ class ModelPolicy:
         task = TASK_PROMPT.format(workdir=sandbox.workdir, issue=instance.problem_statement.strip())
         trajectory = Trajectory(
             instance_id=instance.instance_id, policy=self.name, model=self.backend.name, group_id=run.group_id,
+            policy_version=self.backend.version,
             system_prompt=system, task_prompt=task, tool_fingerprints=self.registry.fingerprints(),
             toolset_fingerprint=self.registry.fingerprint,
         )

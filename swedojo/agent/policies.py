@@ -61,7 +61,7 @@ class GoldPolicy:
 
     def solve(self, instance: TaskInstance, sandbox: Sandbox, run: RunContext | None = None) -> Trajectory:
         registry = _tool_registry()
-        trajectory = Trajectory(instance_id=instance.instance_id, policy=self.name,
+        trajectory = Trajectory(instance_id=instance.instance_id, policy=self.name, group_id=run.group_id if run else "",
                                 tool_fingerprints=registry.fingerprints(), toolset_fingerprint=registry.fingerprint)
         apply = ToolCall(name="bash", arguments={"command": gold_apply_command(instance.patch)})
         _act(registry, trajectory, sandbox, run, Step(index=0, phase="execute", tool_calls=[apply]))
@@ -81,7 +81,8 @@ class EmptyPolicy:
     name = "empty"
 
     def solve(self, instance: TaskInstance, sandbox: Sandbox, run: RunContext | None = None) -> Trajectory:
-        return _finish(Trajectory(instance_id=instance.instance_id, policy=self.name), sandbox, ExitStatus.SUBMITTED)
+        trajectory = Trajectory(instance_id=instance.instance_id, policy=self.name, group_id=run.group_id if run else "")
+        return _finish(trajectory, sandbox, ExitStatus.SUBMITTED)
 
 
 class ReplayPolicy:

@@ -24,6 +24,8 @@ def test_every_ratio_is_within_one_percent(tmp_path, arch):
     assert report["tokens"] > 0
     trajectory = json.loads((out / "trajectory.json").read_text())
     assert not any(s["usage"].get("prompt_reset") for s in trajectory["steps"])  # each prompt extended the last
+    assert trajectory["policy_version"].startswith("sha256:")  # the weights the tokens came from
+    assert {s["logprob_kind"] for s in trajectory["steps"]} == {"raw"}  # greedy: the model's own distribution
     assert 0.99 <= report["ratio_min"] <= report["ratio_max"] <= 1.01, report
     assert report["icepop_masked_fraction"] == 0.0
 

@@ -171,6 +171,8 @@ class ModelBackend(Protocol):
 
     name: str
     """Identifier recorded in trajectories (`Trajectory.model`)."""
+    version: str
+    """Version of the weights the tokens come from (`Trajectory.policy_version`); "" when unknown."""
 
     def generate(
         self, messages: Sequence[Message], params: SamplingParams, *, conversation_id: str = "default"

@@ -22,6 +22,7 @@ truncation: the distribution a trainer recomputes at the rollout temperature. Gr
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from collections import OrderedDict
@@ -265,6 +266,21 @@ def sample_token(logits: torch.Tensor, params: SamplingParams, generator: torch.
     return token, float(logprobs[token])
 
 
+def weights_version(model: PreTrainedModel) -> str:
+    """A fingerprint of the weights: every parameter's name, shape, dtype and first values, hashed.
+
+    Cheap for any size (a few values per tensor) and different after any training step, which
+    moves nearly every tensor.
+    """
+    digest = hashlib.sha256()
+    with torch.no_grad():
+        for name, parameter in sorted(model.named_parameters()):
+            head = parameter.detach().reshape(-1)[:16].to("cpu", torch.float32)
+            digest.update(f"{name}:{tuple(parameter.shape)}:{parameter.dtype}".encode())
+            digest.update(head.numpy().tobytes())
+    return f"sha256:{digest.hexdigest()[:16]}"
+
+
 class InProcessBackend:
     """A transformers causal LM in this process, GLM chat format, one retained KV cache per conversation."""
 
@@ -293,6 +309,7 @@ class InProcessBackend:
         self.model = model.eval()
         self.chat = GlmChat(tokenizer)
         self.name = name
+        self.version = weights_version(model)
         self.retain_cache = retain_cache
         self.max_conversations = max_conversations
         self.prefill_chunk = prefill_chunk

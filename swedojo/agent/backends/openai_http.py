@@ -55,6 +55,7 @@ class OpenAIHTTPBackend:
         self.api_key = api_key
         self.timeout = timeout
         self.name = base_url if model is None else f"{base_url}#{model}"
+        self.version = ""  # the server does not say; a trainer that swaps weights passes its own in `dojo serve`
 
     def generate(
         self, messages: Sequence[Message], params: SamplingParams, *, conversation_id: str = "default"

@@ -76,6 +76,7 @@ class ScriptedBackend:
         self.responses = [r if isinstance(r, ScriptedResponse) else ScriptedResponse.parse(r) for r in responses]
         self.chat = GlmChat(tokenizer) if tokenizer is not None else None
         self.name = name
+        self.version = ""  # no weights: the text is replayed
         self._cursor: dict[str, int] = {}
 
     @classmethod
