@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from swedojo.sandboxes.base import Sandbox
+from swedojo.sandboxes.base import Sandbox, SandboxError
 from swedojo.sandboxes.environment import Environment
 from swedojo.schema import EvalStatus, RewardReport, TaskInstance
 from swedojo.testrun.diagnose import environment_failure, repo_paths
@@ -83,7 +83,7 @@ def grade_in_sandbox(sandbox: Sandbox, env: Environment, instance: TaskInstance,
 
 
 def in_fresh_sandbox(env: Environment, instance: TaskInstance, work: Callable[[Sandbox], RewardReport]) -> RewardReport:
-    """Run `work` in a fresh sandbox at base_commit, timed; a sandbox that cannot be made is infra_error."""
+    """Run `work` in a fresh sandbox at base_commit, timed; a sandbox that cannot be made, or dies, is infra_error."""
     start = time.monotonic()
     try:
         sandbox = env.open(instance.base_commit)
@@ -96,6 +96,9 @@ def in_fresh_sandbox(env: Environment, instance: TaskInstance, work: Callable[[S
         )
     try:
         report = work(sandbox)
+    except SandboxError as exc:  # the sandbox died under the tests: nothing was learned about the patch
+        report = RewardReport(instance_id=instance.instance_id, status=EvalStatus.INFRA_ERROR,
+                              error=f"sandbox died: {type(exc).__name__}: {exc}".splitlines()[0])
     finally:
         sandbox.close()
     report.duration_s = time.monotonic() - start

@@ -68,3 +68,17 @@ def test_a_broken_patch_stays_the_agents_failure(tmp_path):
     assert module_gone.status == EvalStatus.UNRESOLVED, module_gone.error
     renamed = "diff --git a/calc.py b/calc.py\ndeleted file mode 100644\n" + source_patch("calc.py", SOURCE, "").split("\n", 1)[1]
     assert grade(env, task, renamed).status == EvalStatus.UNRESOLVED  # "No module named 'calc'": the candidate removed it
+
+
+def test_a_sandbox_that_dies_under_the_tests_is_infra_error(tmp_path):
+    mirror, task = make_task_repo(tmp_path)
+
+    class Dying(type(_env(mirror, task))):
+        def open(self, commit=None, prepared=True):
+            sandbox = super().open(commit, prepared)
+            sandbox.close()  # gone before grading runs a command, as when a container is removed under it
+            return sandbox
+
+    env = _env(mirror, task)
+    report = grade(Dying.model_validate(env.model_dump()), task, task.patch)
+    assert report.status == EvalStatus.INFRA_ERROR and report.error.startswith("sandbox died: SandboxError")
