@@ -34,8 +34,17 @@ app.command("launch")(launch_command)
 app.add_typer(sandbox_app, name="sandbox")
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        from swedojo import __version__
+
+        typer.echo(f"swedojo {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
-def main() -> None:
+def main(version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
+                                      help="Print the version and exit.")) -> None:
     """swedojo: SWE environments, agents, rewards and RL data."""
 
 
@@ -96,14 +105,26 @@ def eval_command(
     max_steps: int = typer.Option(40, help="For --policy model: assistant turns before the run stops."),
     launch: bool = typer.Option(None, "--launch/--no-launch", help="Build each (repo, setup commit)'s environment "
                                 "with RepoLaunch, cached (default: on, except for bundled suites, which need none)."),
+    restart: bool = typer.Option(False, help="Set an existing run's results aside (to previous-<time>/) and start over."),
 ) -> None:
-    """Evaluate a policy on a bench suite: per-instance results, summary, sb-cli predictions."""
+    """Evaluate a policy on a bench suite: per-instance results, summary, sb-cli predictions.
+
+    An existing --out is resumed when it was made by the same suite, policy, model and rewards;
+    its infra_error instances are tried again."""
+    from swedojo import __version__
     from swedojo.agent.factory import make_policy
     from swedojo.datasets.io import SuiteFormatError, select_instances
     from swedojo.datasets.registry import SUITES, load_suite
-    from swedojo.evaluate import evaluate
+    from swedojo.evaluate import (
+        RunMismatchError,
+        claim,
+        evaluate,
+        pending,
+        suite_sha256,
+    )
     from swedojo.rewards.compose import RewardConfig
     from swedojo.rollout import EnvironmentResolver
+    from swedojo.rundir import RunManifest
 
     try:
         if rewards not in ("tiers", "resolved"):
@@ -120,7 +141,17 @@ def eval_command(
     for err in loaded_suite.loaded.errors:
         console.print(f"[yellow]skipped record[/yellow] {err}")
     out = out or _default_run_dir()
-    console.print(f"evaluating {len(instances)} instances of {suite} with policy {policy} on the {backend} backend -> {out}")
+    reward_config = RewardConfig() if rewards == "tiers" else None
+    manifest = RunManifest(suite=suite, suite_sha256=suite_sha256(instances), policy=policy, model=model or "",
+                           rewards=reward_config.model_dump_json() if reward_config else "resolved", swedojo_version=__version__)
+    try:
+        claim(RunDir(out), manifest, restart)
+    except RunMismatchError as exc:
+        console.print(f"[red]error:[/red] {exc}")
+        raise typer.Exit(2) from None
+    todo = len(pending(instances, RunDir(out)))
+    kept = f" ({len(instances) - todo} kept from the earlier run)" if todo < len(instances) else ""
+    console.print(f"evaluating {todo} of {len(instances)} instances of {suite}{kept} with policy {policy} on the {backend} backend -> {out}")
 
     def show(result) -> None:
         mark = "[green]resolved[/green]" if result.resolved else f"[red]{result.status.value}[/red]"
@@ -135,7 +166,6 @@ def eval_command(
         warm = SandboxPool(pool)
     resolver = EnvironmentResolver(backend=backend, mirror=loaded_suite.mirror, launch=launching,
                                    launch_dir=RunDir(out).environments, pool=warm)
-    reward_config = RewardConfig() if rewards == "tiers" else None
     try:
         summary = evaluate(instances, lambda: make_policy(policy, model_backend, trajectories, agent), resolver, out, suite, loaded_suite.loaded.errors, workers, show, reward_config)
     finally:

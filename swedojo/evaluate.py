@@ -1,15 +1,17 @@
 """`dojo eval`: run a policy over a suite into a run directory, resumable and error-isolated.
 
-Outputs (see `RunDir`): `results.jsonl` (one `InstanceResult` per line, appended as each finishes,
+Outputs (see `RunDir`): `run.json` (what produced the run; a resume must match it), `results.jsonl` (one `InstanceResult` per line, appended as each finishes,
 so a killed run resumes where it stopped), `summary.json`, `preds.json` (sb-cli format), `trajectories/`.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
@@ -20,7 +22,7 @@ from swedojo.datasets.io import RecordError
 from swedojo.rewards.compose import RewardConfig
 from swedojo.rewards.tiers import BaselineCache
 from swedojo.rollout import EnvironmentResolver, run_instance
-from swedojo.rundir import InstanceResult, RunDir
+from swedojo.rundir import InstanceResult, RunDir, RunManifest
 from swedojo.schema import EvalStatus, TaskInstance
 
 
@@ -43,6 +45,50 @@ class Summary(BaseModel):
     """Suite records that could not be loaded, one line each."""
 
 
+def suite_sha256(instances: list[TaskInstance]) -> str:
+    """A content hash of the selected instances, in order: the same suite name may hold other tasks."""
+    digest = hashlib.sha256()
+    for instance in instances:
+        digest.update(instance.model_dump_json().encode())
+    return digest.hexdigest()
+
+
+class RunMismatchError(Exception):
+    """The run directory holds results made by other inputs (suite, policy, model, rewards)."""
+
+
+def pending(instances: list[TaskInstance], run_dir: RunDir) -> list[TaskInstance]:
+    """The instances a (resumed) run still has to evaluate: those without a result, and those whose
+    result is an infra_error (the harness failed, so it is tried again)."""
+    done = run_dir.read_results()
+    return [i for i in instances if i.instance_id not in done or done[i.instance_id].status == EvalStatus.INFRA_ERROR]
+
+
+def claim(run_dir: RunDir, manifest: RunManifest, restart: bool = False) -> None:
+    """Make `run_dir` this run's: write its manifest, or check that a resumed run has the same inputs.
+
+    `restart`: an earlier run's files are moved to `previous-<time>/` first (nothing is deleted;
+    the content-hashed baselines and environments stay, they hold for any inputs).
+    """
+    made = run_dir.results.is_file() or run_dir.manifest.is_file()
+    if made and not restart:
+        if not run_dir.manifest.is_file():
+            raise RunMismatchError(f"{run_dir.root} holds results but no {run_dir.manifest.name}, so what made them is "
+                                   "unknown: use another --out, or --restart to set them aside")
+        differences = RunManifest.model_validate_json(run_dir.manifest.read_text()).differences(manifest)
+        if differences:
+            raise RunMismatchError(f"{run_dir.root} was made by other inputs ({'; '.join(differences)}): "
+                                   "use another --out, or --restart to set the earlier results aside")
+    if made and restart:
+        aside = run_dir.root / f"previous-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+        aside.mkdir()
+        for path in (run_dir.manifest, run_dir.results, run_dir.summary, run_dir.preds, run_dir.trajectories):
+            if path.exists():
+                path.rename(aside / path.name)
+    run_dir.root.mkdir(parents=True, exist_ok=True)
+    run_dir.manifest.write_text(manifest.model_dump_json(indent=1))
+
+
 def evaluate(
     instances: list[TaskInstance],
     policy_factory: Callable[[], Policy],
@@ -54,7 +100,8 @@ def evaluate(
     on_result: Callable[[InstanceResult], None] | None = None,
     rewards: RewardConfig | None = None,
 ) -> Summary:
-    """Evaluate every instance not already in `out/results.jsonl` and write the run's files.
+    """Evaluate every instance without a result in `out/results.jsonl` (or with an infra_error one)
+    and write the run's files; `claim` the directory first to have its inputs recorded and checked.
 
     With `rewards`, every instance is also scored on the reward tiers (three test runs instead of one;
     the suite's run at base is kept in `out/baselines`, so a resumed run does not repeat it).
@@ -62,7 +109,7 @@ def evaluate(
     out.mkdir(parents=True, exist_ok=True)
     run_dir = RunDir(out)
     done = run_dir.read_results()
-    todo = [i for i in instances if i.instance_id not in done]
+    todo = pending(instances, run_dir)
     lock = threading.Lock()
     policy_name = policy_factory().name
     baselines = BaselineCache(run_dir.baselines) if rewards else None

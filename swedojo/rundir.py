@@ -37,11 +37,38 @@ class InstanceResult(BaseModel):
     """Wall time for agent plus grading."""
 
 
+class RunManifest(BaseModel):
+    """`run.json`: what produced a run directory, so a resume with other inputs is refused, not mixed in."""
+
+    suite: str
+    """Suite name or path, as given."""
+    suite_sha256: str
+    """Hash of the selected instances' records (ids, patches, tests): the same name may hold other tasks."""
+    policy: str
+    """Policy name."""
+    model: str = ""
+    """Model spec (`--model`), when the policy has one."""
+    rewards: str
+    """Reward settings: `resolved`, or the tier configuration as JSON."""
+    swedojo_version: str
+    """Version of the harness that began the run (recorded, not compared)."""
+
+    def differences(self, other: RunManifest) -> list[str]:
+        """The inputs in which `other` differs from this one, as `field: this -> other`."""
+        fields = ("suite", "suite_sha256", "policy", "model", "rewards")
+        return [f"{f}: {getattr(self, f)!r} -> {getattr(other, f)!r}" for f in fields if getattr(self, f) != getattr(other, f)]
+
+
 @dataclass(frozen=True)
 class RunDir:
     """A `dojo eval` run directory; an existing one is resumed."""
 
     root: Path
+
+    @property
+    def manifest(self) -> Path:
+        """What produced the run (`RunManifest`)."""
+        return self.root / "run.json"
 
     @property
     def results(self) -> Path:

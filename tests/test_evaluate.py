@@ -56,7 +56,9 @@ def test_empty_policy_resolves_nothing_and_a_rerun_resumes(tmp_path):
     assert json.loads((out / "summary.json").read_text())["resolved"] == 0
     again = _run(tmp_path, "empty", out)
     assert again.exit_code == 1
-    assert (out / "results.jsonl").read_text() == first  # nothing ran twice
+    assert "evaluating 1 of 3 instances" in again.output and "(2 kept from the earlier run)" in again.output
+    rerun = (out / "results.jsonl").read_text().removeprefix(first).splitlines()
+    assert [json.loads(line)["instance_id"] for line in rerun] == ["ghost__repo-1"]  # only the infra_error ran again
 
 
 def test_unknown_suite_and_policy_are_clear_errors(tmp_path):
@@ -86,3 +88,43 @@ def test_replay_reproduces_a_recorded_run_and_refuses_other_tools(tmp_path):
     assert CliRunner().invoke(app, [*args[:-5], "--out", str(refused), "--no-launch", "--instance", "owner__calc-1"]).exit_code == 1
     row = json.loads((refused / "results.jsonl").read_text())
     assert row["status"] == "infra_error" and "changed: bash" in row["error"]
+
+
+def test_a_resume_with_other_inputs_is_refused_and_restart_sets_the_old_run_aside(tmp_path):
+    out = tmp_path / "run"
+    _run(tmp_path, "empty", out)
+    refused = _run(tmp_path, "gold", out)
+    assert refused.exit_code == 2 and "was made by other inputs (policy: 'empty' -> 'gold')" in refused.output
+    assert {json.loads(line)["policy"] for line in (out / "results.jsonl").read_text().splitlines()} == {"empty"}
+    mirror, path = tmp_path / "mirror", tmp_path / "suite.jsonl"
+    restarted = CliRunner().invoke(app, ["eval", "--suite", str(path), "--policy", "gold", "--mirror", str(mirror),
+                                         "--out", str(out), "--no-launch", "--restart"])
+    assert "evaluating 3 of 3 instances" in restarted.output, restarted.output
+    assert json.loads((out / "run.json").read_text())["policy"] == "gold"
+    assert json.loads((out / "summary.json").read_text())["resolved"] == 1
+    (previous,) = out.glob("previous-*")
+    assert {json.loads(line)["policy"] for line in (previous / "results.jsonl").read_text().splitlines()} == {"empty"}
+
+
+def test_an_infra_error_is_tried_again_once_its_cause_is_fixed(tmp_path):
+    mirror, path = _suite(tmp_path)
+    out = tmp_path / "run"
+    args = ["eval", "--suite", str(path), "--policy", "gold", "--out", str(out), "--no-launch", "--instance", "owner__calc-1"]
+    wrong = CliRunner().invoke(app, [*args, "--mirror", str(tmp_path / "nowhere")])
+    assert wrong.exit_code == 1 and "infra_error" in wrong.output
+    right = CliRunner().invoke(app, [*args, "--mirror", str(mirror)])
+    assert right.exit_code == 0, right.output
+    assert json.loads((out / "summary.json").read_text())["resolved"] == 1
+
+
+def test_selection_by_id_slice_and_limit(tmp_path):
+    mirror, path = _suite(tmp_path)
+    base = ["eval", "--suite", str(path), "--policy", "empty", "--mirror", str(mirror), "--no-launch", "--rewards", "resolved"]
+    typo = CliRunner().invoke(app, [*base, "--out", str(tmp_path / "a"), "--instance", "owner__calc-l"])
+    assert typo.exit_code == 2 and "no instance 'owner__calc-l' in the suite (3 instances)" in typo.output
+    sliced = CliRunner().invoke(app, [*base, "--out", str(tmp_path / "b"), "--slice", "1:", "--limit", "1"])
+    assert "evaluating 1 of 1 instances" in sliced.output, sliced.output
+    assert [json.loads(line)["instance_id"] for line in (tmp_path / "b" / "results.jsonl").read_text().splitlines()] == ["ghost__repo-1"]
+    bad = CliRunner().invoke(app, [*base, "--out", str(tmp_path / "c"), "--slice", "one:two"])
+    assert bad.exit_code == 2 and "--slice takes A:B" in bad.output
+    assert CliRunner().invoke(app, ["--version"]).output.startswith("swedojo ")
