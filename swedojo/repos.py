@@ -53,8 +53,10 @@ def checkout(source: Path, commit: str, dest: Path) -> None:
     """Make `dest` a clean work tree of `source` at `commit`, with no history after it.
 
     The clone keeps only what `commit` reaches: no remote, no other branches or tags, so a future
-    fix cannot leak into the environment.
+    fix cannot leak into the environment. git runs in `dest`, so a relative `source` is made
+    absolute first (it is relative to where we are, not to `dest`).
     """
+    source = Path(source).absolute()
     dest.mkdir(parents=True, exist_ok=True)
     run = lambda *args: subprocess.run(  # noqa: E731
         ["git", *args], cwd=dest, capture_output=True, text=True, check=False

@@ -145,3 +145,13 @@ def test_model_rewrites_go_through_the_same_validation(project, tmp_path):
     assert task.gen_strategy == "model_rewrite" and "-llm-" in task.instance_id
     assert "+    return None" not in task.patch and "-    return None" in task.patch
     assert json.loads((settings.out / "yield.json").read_text())["strategies"]["model_rewrite"]["kept"] == 1
+
+
+def test_a_relative_out_works(project, tmp_path, monkeypatch):
+    """`--out gen-rel` (relative, as most people type it) once failed with "commit ... not found"."""
+    repo, _ = project
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["gen", str(repo), "--from", "mutations", "--out", "gen-rel", "--max-tasks", "1",
+                                      "--seed", "1", "--timeout", "60"])
+    assert result.exit_code == 0, result.output
+    assert len(load_suite_file(tmp_path / "gen-rel" / "suite.jsonl").instances) == 1
