@@ -69,10 +69,10 @@ def mismatch_command(
 ) -> None:
     """Training/inference mismatch: rollout logprobs vs one full forward pass, and IcePop's mask rate."""
     from swedojo.agent.backends import BackendError, load_backend
-    from swedojo.rewards.mismatch import MismatchError, load_trajectories, mismatch_report
+    from swedojo.rewards.mismatch import MismatchError, checkable, load_trajectories, mismatch_report
 
     try:
-        trajectories = load_trajectories(run_dir)
+        trajectories = checkable(load_trajectories(run_dir))
         spec = model or trajectories[0].model
         backend = load_backend(spec)
         if not hasattr(backend, "model"):

@@ -14,7 +14,7 @@ import torch
 from pydantic import BaseModel
 
 from swedojo.rundir import IssueRunDir, RunDir
-from swedojo.schema import Trajectory
+from swedojo.schema import LogprobKind, Trajectory
 
 ICEPOP_ALPHA, ICEPOP_BETA = 0.5, 5.0
 
@@ -49,6 +49,21 @@ def load_trajectories(run_dir: Path) -> list[Trajectory]:
     if not paths:
         raise MismatchError(f"{run_dir}: no trajectories (expected {eval_dir.trajectories.name}/*.json or {issue_dir.trajectory.name})")
     return [Trajectory.model_validate_json(p.read_text(encoding="utf-8")) for p in paths]
+
+
+def checkable(trajectories: list[Trajectory]) -> list[Trajectory]:
+    """The trajectories a model sampled; MismatchError naming why when none can be checked
+    (a gold or empty run samples nothing; replayed text has placeholder logprobs, not a model's)."""
+    sampled = [t for t in trajectories if any(step.response_token_ids for step in t.steps)]
+    if not sampled:
+        policies = ", ".join(sorted({t.policy for t in trajectories}))
+        raise MismatchError(f"no sampled tokens: policy {policies} ran no model, so there is nothing to compare")
+    kinds = {step.logprob_kind for t in sampled for step in t.steps if step.response_token_ids}
+    placeholders = sorted(k.value for k in kinds if k in (LogprobKind.REPLAYED, LogprobKind.NONE))
+    if placeholders:
+        raise MismatchError(f"the rollout logprobs are placeholders ({', '.join(placeholders)}): no model sampled "
+                            "these tokens, so a ratio to them means nothing")
+    return sampled
 
 
 class Segment(BaseModel):

@@ -33,3 +33,25 @@ def test_every_ratio_is_within_one_percent(tmp_path, arch):
 def test_a_run_without_trajectories_is_a_clear_error(tmp_path):
     result = CliRunner().invoke(app, ["mismatch", str(tmp_path)])
     assert result.exit_code == 2 and "no trajectories" in result.output
+
+
+def test_runs_with_nothing_a_model_sampled_are_refused_with_the_reason(tmp_path):
+    mirror, task = make_task_repo(tmp_path / "mirror")
+    suite = tmp_path / "suite.jsonl"
+    suite.write_text(task.model_dump_json() + "\n")
+    gold = tmp_path / "gold"
+    ran = CliRunner().invoke(app, ["eval", "--suite", str(suite), "--mirror", str(mirror), "--no-launch", "--policy", "gold",
+                                   "--out", str(gold), "--rewards", "resolved"])
+    assert ran.exit_code == 0, ran.output
+    result = CliRunner().invoke(app, ["mismatch", str(gold)])
+    assert result.exit_code == 2 and "no sampled tokens: policy gold ran no model" in result.output
+
+    issue = tmp_path / "issue.md"
+    issue.write_text("clamp(50, 0, 10) returns 50; it should return 10.\n")
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"content": "Nothing to do."}] * 3))
+    replayed = tmp_path / "replayed"
+    CliRunner().invoke(app, ["run", "--repo", str(mirror / task.repo), "--issue", str(issue), "--model", f"scripted:{script}",
+                             "--out", str(replayed), "--max-steps", "2"])
+    result = CliRunner().invoke(app, ["mismatch", str(replayed)])
+    assert result.exit_code == 2 and "the rollout logprobs are placeholders (replayed)" in result.output
