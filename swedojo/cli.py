@@ -57,11 +57,14 @@ def schema(name: str = typer.Argument("", help="One model name; all when empty."
     typer.echo(json.dumps({k: m.model_json_schema() for k, m in models.items()}, indent=2))
 
 
-def _load_model(spec: str):
+API_KEY_ENV = typer.Option("OPENAI_API_KEY", help="For an http(s) --model: the variable that holds its API key.")
+
+
+def _load_model(spec: str, api_key_env: str = "OPENAI_API_KEY"):
     from swedojo.agent.backends import load_backend
 
     console.print(f"loading model {spec} ...")
-    return load_backend(spec)
+    return load_backend(spec, api_key_env=api_key_env) if spec.startswith(("http://", "https://")) else load_backend(spec)
 
 
 def _agent_config(max_steps: int = 40):
@@ -100,7 +103,8 @@ def eval_command(
     limit: int = typer.Option(None, min=1, help="Only the first N instances (after --instance and --slice)."),
     slice_: str = typer.Option(None, "--slice", help="Only instances A to B-1 of the suite, as Python's A:B (either may be left out)."),
     rewards: str = typer.Option("tiers", help="tiers: score every reward tier (gated); resolved: SWE-bench grading only (faster)."),
-    model: str = typer.Option(None, help="For --policy model: checkpoint dir, http(s) URL, tiny:ARCH or scripted:FILE."),
+    model: str = typer.Option(None, help="For --policy model: checkpoint dir, http(s) URL[#served-model], tiny:ARCH or scripted:FILE."),
+    api_key_env: str = API_KEY_ENV,
     trajectories: Path = typer.Option(None, help="For --policy replay: a run's trajectories/ directory."),
     max_steps: int = typer.Option(40, help="For --policy model: assistant turns before the run stops."),
     launch: bool = typer.Option(None, "--launch/--no-launch", help="Build each (repo, setup commit)'s environment "
@@ -130,7 +134,7 @@ def eval_command(
         if rewards not in ("tiers", "resolved"):
             raise ValueError(f"unknown --rewards {rewards!r}; choose tiers or resolved")
         pooled = sandbox_backend(backend).pooled
-        model_backend = _load_model(model) if policy == "model" and model else None
+        model_backend = _load_model(model, api_key_env) if policy == "model" and model else None
         agent = _agent_config(max_steps)
         make_policy(policy, model_backend, trajectories, agent)
         loaded_suite = load_suite(suite, mirror)
@@ -246,7 +250,8 @@ def demo_problems(policy: str, summary: Summary, run_dir: Path) -> list[str]:
 def run_command(
     repo: str = typer.Option(..., help="Repository: a local path or a git URL."),
     issue: str = typer.Option(..., help="The issue: a text/markdown file, or a GitHub issue URL (needs network)."),
-    model: str = typer.Option("tiny:glm_moe_dsa", help="Checkpoint dir, http(s) URL, tiny:ARCH or scripted:FILE."),
+    model: str = typer.Option("tiny:glm_moe_dsa", help="Checkpoint dir, http(s) URL[#served-model], tiny:ARCH or scripted:FILE."),
+    api_key_env: str = API_KEY_ENV,
     commit: str = typer.Option("", help="Commit to start from (default: HEAD)."),
     backend: str = typer.Option("local", help=f"Sandbox backend: {', '.join(sandbox_backends())}."),
     out: Path = typer.Option(None, help="Output directory (default runs/run-<timestamp>)."),
@@ -260,7 +265,7 @@ def run_command(
     out = out or Path("runs") / f"run-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
     try:
         text = read_issue(issue)
-        result = run_issue(repo, text, _load_model(model), out, commit=commit, backend=backend, agent=_agent_config(max_steps))
+        result = run_issue(repo, text, _load_model(model, api_key_env), out, commit=commit, backend=backend, agent=_agent_config(max_steps))
     except (IssueError, BackendError, RepoNotFoundError, CommitNotFoundError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None

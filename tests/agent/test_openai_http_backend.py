@@ -148,3 +148,16 @@ def test_server_errors_are_typed(server):
     server.server_close()
     with pytest.raises(TransientBackendError):
         OpenAIHTTPBackend(_url(server), model="m", timeout=2).generate([Message.user("x")], SamplingParams())
+
+
+def test_a_hosted_model_from_the_command_line_spec(server, monkeypatch):
+    """`--model URL#name` names the served model; the key comes from the variable `--api-key-env` names."""
+    monkeypatch.setenv("MY_PROVIDER_KEY", "secret-1")
+    backend = load_backend(f"{_url(server)}/v1#hosted-model", api_key_env="MY_PROVIDER_KEY")
+    backend.generate([Message.user("x")], SamplingParams(max_new_tokens=8))
+    last = server.requests[-1]
+    assert last["path"] == "/v1/chat/completions"  # the #name is not part of the address
+    assert last["body"]["model"] == "hosted-model" and last["auth"] == "Bearer secret-1"
+    monkeypatch.setenv("OPENAI_API_KEY", "secret-2")
+    load_backend(_url(server)).generate([Message.user("x")], SamplingParams(max_new_tokens=8))
+    assert server.requests[-1]["auth"] == "Bearer secret-2"

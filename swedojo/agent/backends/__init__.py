@@ -6,6 +6,7 @@ model code, and `chat.py` (which needs `base`) can be imported from here without
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -50,14 +51,21 @@ def load_backend(spec: str, **options: Any) -> ModelBackend:
     """A backend from `--model`: a checkpoint directory, `http(s)://…`, `tiny:ARCH`, or `scripted:FILE`.
 
     `options` go to the backend's constructor (e.g. `device`, `dtype` for checkpoints,
-    `retain_cache` or `seed` for in-process models, `model` for a URL; `TinySize` fields for
+    `retain_cache` or `seed` for in-process models, `model` (or `URL#model`) and `api_key_env` (the
+    variable holding the API key, default OPENAI_API_KEY) for a URL; `TinySize` fields for
     `tiny:`). A scripted file is replayed with the tiny GLM tokenizer, so its trajectories carry
     token ids.
     """
     if spec.startswith(("http://", "https://")):
         from swedojo.agent.backends.openai_http import OpenAIHTTPBackend
 
-        return OpenAIHTTPBackend(spec, **options)
+        url, _, model = spec.partition("#")  # URL#model names the served model, as hosted APIs need
+        if model:
+            options.setdefault("model", model)
+        key_variable = options.pop("api_key_env", "OPENAI_API_KEY")
+        if os.environ.get(key_variable):
+            options.setdefault("api_key", os.environ[key_variable])
+        return OpenAIHTTPBackend(url, **options)
     if spec.startswith("tiny:"):
         from swedojo.agent.backends.inprocess import InProcessBackend
         from swedojo.agent.backends.tiny import TinySize, build_tiny
