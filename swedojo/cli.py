@@ -273,7 +273,11 @@ def run_command(
     console.print(f"exit status: [bold]{trajectory.exit_status.value}[/bold] after {len(trajectory.steps)} steps"
                   + (f" ({trajectory.error})" if trajectory.error else ""))
     sampled = sum(len(s.response_token_ids) for s in trajectory.steps)
-    console.print(f"tokens sampled: {sampled}; patch: {len(trajectory.patch.splitlines())} lines; reward {result.report.reward:.2f}")
+    tiers = ", ".join(f"{t.name} {t.score:.2f}" if t.scored else f"{t.name} not scored ({t.evidence.get('not_scored')})"
+                      for t in result.report.tiers)
+    console.print(f"tokens sampled: {sampled}; patch: {len(trajectory.patch.splitlines())} lines; "
+                  f"{result.report.status.value}: reward {result.report.reward:.2f} from {tiers}; "
+                  "no tests were run: a raw issue names none (evaluate a task with FAIL_TO_PASS for that)")
     files = IssueRunDir(out)
     console.print(f"patch: {files.patch}  trajectory: {files.trajectory}  report: {files.report}")
 

@@ -221,7 +221,7 @@ def _format_and_static(env: Environment, instance: TaskInstance, trajectory: Tra
     """Tiers 0 and 1 in a fresh sandbox: does the patch apply, and do the changed files compile."""
 
     def work(sandbox: Sandbox) -> RewardReport:
-        report = RewardReport(instance_id=instance.instance_id, status=EvalStatus.UNRESOLVED)
+        report = RewardReport(instance_id=instance.instance_id, status=EvalStatus.NOT_GRADED)
         skip = ""
         if not trajectory.patch.strip():
             report.status, skip = EvalStatus.EMPTY_PATCH, "empty patch"

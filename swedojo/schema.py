@@ -278,6 +278,8 @@ class EvalStatus(str, Enum):
     EMPTY_PATCH = "empty_patch"
     PATCH_FAILED = "patch_failed"
     INFRA_ERROR = "infra_error"
+    NOT_GRADED = "not_graded"
+    """No tests are known (`dojo run` on a raw issue): only the format and static tiers were scored."""
 
 
 class TierScore(BaseModel):

@@ -23,6 +23,7 @@ from tenacity import (
 
 from swedojo.agent.backends import (
     RAW_ARGUMENTS_KEY,
+    BackendError,
     Generation,
     Message,
     ModelBackend,
@@ -159,6 +160,8 @@ class Episode:
     """Monotonic start time, for `max_wall_s`."""
     sampled: int = 0
     """Tokens sampled so far, for `max_tokens`."""
+    sandbox_lost: bool = False
+    """The sandbox failed: its work tree can no longer be read."""
     timeouts: int = 0
     """Consecutive turns with a timed-out call."""
     format_errors: FormatErrorCounter = field(default_factory=FormatErrorCounter)
@@ -198,6 +201,9 @@ class ModelPolicy:
                     break
         except SandboxError as exc:
             status, episode.trajectory.error = ExitStatus.INFRA_ERROR, f"sandbox: {exc}"
+            episode.sandbox_lost = True
+        except BackendError as exc:  # the model could not answer (a server error, a script run out): not the agent's doing
+            status, episode.trajectory.error = ExitStatus.INFRA_ERROR, f"model backend: {type(exc).__name__}: {exc}"
         finally:
             self.backend.release(episode.conversation)
         return self.finish(episode, status)
@@ -310,9 +316,10 @@ class ModelPolicy:
         return None
 
     def finish(self, episode: Episode, status: ExitStatus) -> Trajectory:
-        """Close the trajectory: the work tree's diff unless a patch was submitted, the status, a last checkpoint."""
+        """Close the trajectory: the work tree's diff unless a patch was submitted (or the sandbox is
+        lost), the status, a last checkpoint."""
         trajectory = episode.trajectory
-        if status != ExitStatus.SUBMITTED and status != ExitStatus.INFRA_ERROR:
+        if status != ExitStatus.SUBMITTED and not episode.sandbox_lost:
             try:
                 trajectory.patch = episode.sandbox.diff()
             except SandboxError as exc:

@@ -68,3 +68,18 @@ def test_run_with_a_missing_issue_file_is_a_clear_error(tmp_path):
     repo, _ = _setup(tmp_path)
     result = CliRunner().invoke(app, ["run", "--repo", str(repo), "--issue", str(tmp_path / "nope.md"), "--model", "scripted:x"])
     assert result.exit_code == 2 and "no such issue file" in result.output
+
+
+def test_run_says_what_was_scored_and_keeps_its_files_when_the_model_stops_answering(tmp_path):
+    repo, issue = _setup(tmp_path)
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"content": _call("bash", command="echo '<!-- note -->' >> README.md")}]))
+    out = tmp_path / "out"
+    result = CliRunner().invoke(app, ["run", "--repo", str(repo), "--issue", str(issue), "--model", f"scripted:{script}", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "exit status: infra_error" in result.output and "model backend: ScriptExhaustedError" in result.output
+    assert "not_graded: reward" in result.output and "static not scored (no Python file changed outside the tests)" in result.output
+    assert "no tests were run" in result.output
+    report = json.loads((out / "report.json").read_text())
+    assert report["status"] == "not_graded" and [t["scored"] for t in report["tiers"]] == [True, False]
+    assert "README.md" in (out / "patch.diff").read_text()
