@@ -16,7 +16,7 @@ from collections.abc import Callable
 from swedojo.sandboxes.base import Sandbox, SandboxError
 from swedojo.sandboxes.environment import Environment
 from swedojo.schema import EvalStatus, RewardReport, TaskInstance
-from swedojo.testrun.diagnose import environment_failure, repo_paths
+from swedojo.testrun.diagnose import environment_failure
 from swedojo.testrun.patches import (
     PatchApplyError,
     apply_patch,
@@ -60,7 +60,7 @@ def grade_in_sandbox(sandbox: Sandbox, env: Environment, instance: TaskInstance,
     report.test_exit_code = result.exit_code
     report.log_tail = result.log[-2000:]
     provided = patch_files(instance.patch) + test_files
-    if why := environment_failure(result, env.spec, repo_paths(sandbox), patch_files(candidate), provided):
+    if why := environment_failure(result, env.spec, sandbox, patch_files(candidate), provided):
         report.status, report.error = EvalStatus.INFRA_ERROR, why
         return report
     report.fail_to_pass = {t: result.statuses.get(t) for t in instance.FAIL_TO_PASS}

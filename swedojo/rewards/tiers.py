@@ -33,7 +33,7 @@ from swedojo.schema import (
     TierScore,
     Trajectory,
 )
-from swedojo.testrun.diagnose import environment_failure, repo_paths
+from swedojo.testrun.diagnose import environment_failure
 from swedojo.testrun.patches import apply_patch, patch_files, restore_files
 from swedojo.testrun.run import SuiteRun, TestRunError, passed, run_suite
 
@@ -337,7 +337,7 @@ def suite_at_base(sandbox: Sandbox, env: Environment, instance: TaskInstance) ->
     if instance.test_patch.strip():
         apply_patch(sandbox, instance.test_patch, "test patch")
     run = run_suite(sandbox, env.spec, TEST_TIMEOUT_S)
-    if why := environment_failure(run, env.spec, repo_paths(sandbox), [], patch_files(instance.patch)):
+    if why := environment_failure(run, env.spec, sandbox, [], patch_files(instance.patch)):
         raise BaselineError(why)
     restore_files(sandbox, instance.base_commit, patch_files(instance.test_patch))
     return run

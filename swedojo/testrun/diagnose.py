@@ -47,12 +47,12 @@ def repo_paths(sandbox: Sandbox) -> list[str]:
     return listed.output.splitlines() if listed.ok else []
 
 
-def environment_failure(run: SuiteRun, spec: EnvSpec, repo_paths: Iterable[str], changed: Iterable[str],
+def environment_failure(run: SuiteRun, spec: EnvSpec, sandbox: Sandbox, changed: Iterable[str],
                         provided: Iterable[str] = ()) -> str | None:
     """Why `run` says nothing about the code under test, with the evidence; None when it does.
 
-    `repo_paths`: the work tree's paths (top-level entries suffice, plus those under `src/`);
-    `changed`: files the candidate changed; `provided`: files other patches (gold, tests) add.
+    `sandbox`: where the run was, asked for its tracked paths only when a missing module needs
+    them; `changed`: files the candidate changed; `provided`: files other patches (gold, tests) add.
     """
     changed = list(changed)
     tail = run.log.strip().splitlines()[-1:] or [f"exit {run.exit_code}, no output"]
@@ -60,9 +60,10 @@ def environment_failure(run: SuiteRun, spec: EnvSpec, repo_paths: Iterable[str],
         return f"the test command could not start (exit {run.exit_code}): {said.group(0).strip()[:300]}"
     if (runner := _RUNNER_MODULE.search(spec.test_command)) and f"No module named {runner.group(1)}" in run.log:
         return f"the test runner is not installed: No module named {runner.group(1)}"
-    known = _module_tops([*repo_paths, *changed, *provided])
     errored = not run.statuses or TestStatus.ERROR in run.statuses.values()  # collection errors, not a test's own output
-    for name in dict.fromkeys(_NO_MODULE.findall(run.log) if errored else []):
+    missing = list(dict.fromkeys(_NO_MODULE.findall(run.log))) if errored else []
+    known = _module_tops([*repo_paths(sandbox), *changed, *provided]) if missing else set()
+    for name in missing:
         if name.split(".")[0] not in known:
             return f"a dependency is missing: No module named {name!r} (not in the repository or any patch)"
     if not run.statuses and not run.timed_out and not any(_mentions(run.log, path) for path in changed):

@@ -8,7 +8,6 @@ and the whole file is read back; a log over `MAX_LOG_BYTES` is an error, never a
 
 from __future__ import annotations
 
-import contextlib
 import secrets
 import shlex
 from collections.abc import Sequence
@@ -22,6 +21,8 @@ from swedojo.testrun.parsers import parse_log
 
 MAX_LOG_BYTES = 64 << 20
 """Largest test log read back (64 MiB); a larger one is a `LogTooLargeError`."""
+LOG_NAME = "swedojo-tests.log"
+"""The test log's file in the work tree's `.git/` (out of every diff)."""
 DEFAULT_TIMEOUT_S = 900.0
 """Time one test command may take unless the caller says otherwise."""
 
@@ -83,7 +84,7 @@ def run_command(sandbox: Sandbox, spec: EnvSpec, command: str, timeout_s: float 
     fresh sandbox a simple command runs as it is, redirected (so a pooled sandbox's warm runner
     still recognises it), a compound one in a subshell.
     """
-    log_path = f"{sandbox.workdir}/.git/swedojo-tests-{secrets.token_hex(6)}.log"
+    log_path = f"{sandbox.workdir}/.git/{LOG_NAME}"  # one per sandbox: each run overwrites the last
     target = shlex.quote(log_path)
     if agent_shell:
         exports = "".join(f"export {k}={shlex.quote(v)}; " for k, v in sorted(spec.env_vars.items()))
@@ -92,22 +93,22 @@ def run_command(sandbox: Sandbox, spec: EnvSpec, command: str, timeout_s: float 
         line = f"{command} > {target} 2>&1"
     else:  # a subshell keeps every part's output, and an `exit` in it, to itself
         line = f"( {command}\n) > {target} 2>&1"
-    result = sandbox.exec(line, timeout=timeout_s)
+    # The log's size comes back in the same command (its exit code kept), so reading it whole costs one read.
+    marker = f"swedojo-log-{secrets.token_hex(6)}:"
+    result = sandbox.exec(f"{line}; __sd_rc=$?; printf '\\n{marker}%s\\n' \"$(stat -c %s {target} 2>&1)\"; (exit $__sd_rc)",
+                          timeout=timeout_s)
+    said = [ln.removeprefix(marker) for ln in result.output.splitlines() if ln.startswith(marker)]
+    if not said:  # a timeout abandoned the rest of the line
+        said = [sandbox.exec(f"stat -c %s {target} 2>&1").output.strip()]
+    if not said[-1].isdigit():
+        raise LogUnreadableError(f"the test log was not written ({said[-1][-200:]}); "
+                                 f"the command said: {result.output.strip()[-300:]}")
+    if int(said[-1]) > MAX_LOG_BYTES:
+        raise LogTooLargeError(f"the test log is {int(said[-1])} bytes, over the {MAX_LOG_BYTES >> 20} MiB bound: `{command}`")
     try:
-        size = sandbox.exec(f"stat -c %s {target}")
-        if not size.ok or not size.output.strip().isdigit():
-            raise LogUnreadableError(f"the test log was not written ({size.output.strip()[-200:]}); "
-                                     f"the command said: {result.output.strip()[-300:]}")
-        if int(size.output) > MAX_LOG_BYTES:
-            raise LogTooLargeError(f"the test log is {int(size.output)} bytes, over the {MAX_LOG_BYTES >> 20} MiB "
-                                   f"bound: `{command}`")
-        try:
-            data = sandbox.read_file(log_path)
-        except (OSError, SandboxError) as exc:
-            raise LogUnreadableError(f"the test log could not be read: {exc}") from exc
-    finally:
-        with contextlib.suppress(SandboxError):
-            sandbox.exec(f"rm -f {target}")
+        data = sandbox.read_file(log_path)
+    except (OSError, SandboxError) as exc:
+        raise LogUnreadableError(f"the test log could not be read: {exc}") from exc
     log = data.decode("utf-8", errors="replace").replace(f"{sandbox.workdir}/", "")
     return SuiteRun(command=command, statuses=parse_log(spec.log_parser, log), exit_code=result.exit_code,
                     timed_out=result.timed_out, duration_s=result.duration_s, exact=exact, log=log)
