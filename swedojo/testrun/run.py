@@ -21,6 +21,8 @@ from swedojo.testrun.parsers import parse_log
 
 MAX_LOG_BYTES = 64 << 20
 """Largest test log read back (64 MiB); a larger one is a `LogTooLargeError`."""
+INLINE_LOG_BYTES = 16_000
+"""A log up to this size comes back with the command's own output (under every terminal cap we set)."""
 LOG_NAME = "swedojo-tests.log"
 """The test log's file in the work tree's `.git/` (out of every diff)."""
 DEFAULT_TIMEOUT_S = 900.0
@@ -93,22 +95,28 @@ def run_command(sandbox: Sandbox, spec: EnvSpec, command: str, timeout_s: float 
         line = f"{command} > {target} 2>&1"
     else:  # a subshell keeps every part's output, and an `exit` in it, to itself
         line = f"( {command}\n) > {target} 2>&1"
-    # The log's size comes back in the same command (its exit code kept), so reading it whole costs one read.
+    # The log's size, and the log itself when it is small, come back in the test command's own exec
+    # (its exit code kept); a larger log costs one more read. A log the terminal altered is read too.
     marker = f"swedojo-log-{secrets.token_hex(6)}:"
-    result = sandbox.exec(f"{line}; __sd_rc=$?; printf '\\n{marker}%s\\n' \"$(stat -c %s {target} 2>&1)\"; (exit $__sd_rc)",
+    result = sandbox.exec(f"{line}; __sd_rc=$?; __sd_size=$(stat -c %s {target} 2>&1); "
+                          f"printf '\\n{marker}%s\\n' \"$__sd_size\"; "
+                          f"[ \"$__sd_size\" -le {INLINE_LOG_BYTES} ] 2>/dev/null && cat {target}; (exit $__sd_rc)",
                           timeout=timeout_s)
-    said = [ln.removeprefix(marker) for ln in result.output.splitlines() if ln.startswith(marker)]
-    if not said:  # a timeout abandoned the rest of the line
-        said = [sandbox.exec(f"stat -c %s {target} 2>&1").output.strip()]
-    if not said[-1].isdigit():
-        raise LogUnreadableError(f"the test log was not written ({said[-1][-200:]}); "
-                                 f"the command said: {result.output.strip()[-300:]}")
-    if int(said[-1]) > MAX_LOG_BYTES:
-        raise LogTooLargeError(f"the test log is {int(said[-1])} bytes, over the {MAX_LOG_BYTES >> 20} MiB bound: `{command}`")
-    try:
-        data = sandbox.read_file(log_path)
-    except (OSError, SandboxError) as exc:
-        raise LogUnreadableError(f"the test log could not be read: {exc}") from exc
+    head, found, rest = result.output.partition(f"\n{marker}")
+    size_text, _, inline = rest.partition("\n")
+    if not found:  # a timeout abandoned the rest of the line
+        size_text = sandbox.exec(f"stat -c %s {target} 2>&1").output.strip()
+    if not size_text.isdigit():
+        raise LogUnreadableError(f"the test log was not written ({size_text[-200:]}); the command said: {head.strip()[-300:]}")
+    size = int(size_text)
+    if size > MAX_LOG_BYTES:
+        raise LogTooLargeError(f"the test log is {size} bytes, over the {MAX_LOG_BYTES >> 20} MiB bound: `{command}`")
+    data = inline.encode("utf-8", errors="surrogateescape")
+    if not found or result.truncated or len(data) != size:
+        try:
+            data = sandbox.read_file(log_path)
+        except (OSError, SandboxError) as exc:
+            raise LogUnreadableError(f"the test log could not be read: {exc}") from exc
     log = data.decode("utf-8", errors="replace").replace(f"{sandbox.workdir}/", "")
     return SuiteRun(command=command, statuses=parse_log(spec.log_parser, log), exit_code=result.exit_code,
                     timed_out=result.timed_out, duration_s=result.duration_s, exact=exact, log=log)
