@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -12,6 +13,7 @@ from rich.console import Console
 from rich.table import Table
 
 from swedojo.datasets.gen.cli import gen_command
+from swedojo.progress import Heartbeat
 from swedojo.repolaunch.cli import launch_command
 from swedojo.rewards.cli import export_command, mismatch_command
 from swedojo.rundir import IssueRunDir, RunDir
@@ -157,10 +159,23 @@ def eval_command(
     kept = f" ({len(instances) - todo} kept from the earlier run)" if todo < len(instances) else ""
     console.print(f"evaluating {todo} of {len(instances)} instances of {suite}{kept} with policy {policy} on the {backend} backend -> {out}")
 
+    running: dict[str, float] = {}
+    finished: list[str] = []
+
+    def started(instance) -> None:
+        running[instance.instance_id] = time.monotonic()
+
     def show(result) -> None:
+        running.pop(result.instance_id, None)
+        finished.append(result.instance_id)
         mark = "[green]resolved[/green]" if result.resolved else f"[red]{result.status.value}[/red]"
         why = f"  {result.error}" if result.error else ""
         console.print(f"  {result.instance_id}: {mark} ({result.duration_s:.1f}s){why}")
+
+    def progress() -> str:
+        now = time.monotonic()
+        busy = ", ".join(f"{i} ({now - t:.0f}s)" for i, t in list(running.items())) or "nothing yet"
+        return f"{len(finished)} of {todo} done; running {busy}"
 
     launching = launch if launch is not None else suite not in SUITES
     warm = None
@@ -171,7 +186,9 @@ def eval_command(
     resolver = EnvironmentResolver(backend=backend, mirror=loaded_suite.mirror, launch=launching,
                                    launch_dir=RunDir(out).environments, pool=warm)
     try:
-        summary = evaluate(instances, lambda: make_policy(policy, model_backend, trajectories, agent), resolver, out, suite, loaded_suite.loaded.errors, workers, show, reward_config)
+        with Heartbeat(progress, console.print):
+            summary = evaluate(instances, lambda: make_policy(policy, model_backend, trajectories, agent), resolver, out,
+                               suite, loaded_suite.loaded.errors, workers, show, reward_config, on_start=started)
     finally:
         if warm is not None:
             warm.close()

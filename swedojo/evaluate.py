@@ -99,6 +99,7 @@ def evaluate(
     workers: int = 1,
     on_result: Callable[[InstanceResult], None] | None = None,
     rewards: RewardConfig | None = None,
+    on_start: Callable[[TaskInstance], None] | None = None,
 ) -> Summary:
     """Evaluate every instance without a result in `out/results.jsonl` (or with an infra_error one)
     and write the run's files; `claim` the directory first to have its inputs recorded and checked.
@@ -115,6 +116,8 @@ def evaluate(
     baselines = BaselineCache(run_dir.baselines) if rewards else None
 
     def work(instance: TaskInstance) -> None:
+        if on_start:
+            on_start(instance)
         result = run_instance(instance, resolver, policy_factory(), run_dir.trajectory(instance.instance_id), rewards, baselines)
         with lock:
             with run_dir.results.open("a", encoding="utf-8") as fh:

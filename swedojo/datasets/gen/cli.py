@@ -2,13 +2,27 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
+from swedojo.progress import Heartbeat
+
 console = Console()
+
+
+def _journal_progress(out: Path) -> str:
+    """What the journals (one verdict appended per candidate) say so far."""
+    lines = [json.loads(line) for path in sorted((out / "journal").glob("*.jsonl"))
+             for line in path.read_text(encoding="utf-8").splitlines()[1:] if line.strip()]
+    verdicts = [line for line in lines if "key" in line]  # the others are baselines
+    if not verdicts:
+        return "building the environment and the baseline test runs"
+    kept = sum(v.get("outcome") == "kept" for v in verdicts)
+    return f"{len(verdicts)} candidates judged, {kept} kept; last: {verdicts[-1].get('outcome')}"
 
 
 def gen_command(
@@ -37,7 +51,8 @@ def gen_command(
         settings = GenSettings(out=out, seed=seed, max_tasks=max_tasks, max_candidates=max_candidates,
                                timeout_s=timeout, rev_range=rev_range, issues_dir=issues_dir, combine=combine)
         console.print(f"generating up to {max_tasks} tasks from {repo} by {mode} (seed {seed}) -> {out}")
-        result = generate(repo, mode, settings, mirror)
+        with Heartbeat(lambda: _journal_progress(out), console.print):
+            result = generate(repo, mode, settings, mirror)
     except (RepoNotFoundError, UnknownModeError, JournalMismatchError, NoPassingTestsError, GitError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
