@@ -58,7 +58,8 @@ def environment_failure(run: SuiteRun, spec: EnvSpec, sandbox: Sandbox, changed:
     tail = run.log.strip().splitlines()[-1:] or [f"exit {run.exit_code}, no output"]
     if run.exit_code in (126, 127) and not run.statuses and (said := _SHELL_CANNOT_START.search(run.log)):
         return f"the test command could not start (exit {run.exit_code}): {said.group(0).strip()[:300]}"
-    if (runner := _RUNNER_MODULE.search(spec.test_command)) and f"No module named {runner.group(1)}" in run.log:
+    runner = _RUNNER_MODULE.search(spec.test_command)
+    if runner and not run.statuses and f"No module named {runner.group(1)}" in run.log:
         return f"the test runner is not installed: No module named {runner.group(1)}"
     errored = not run.statuses or TestStatus.ERROR in run.statuses.values()  # collection errors, not a test's own output
     missing = list(dict.fromkeys(_NO_MODULE.findall(run.log))) if errored else []
