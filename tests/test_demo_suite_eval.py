@@ -28,3 +28,23 @@ def test_empty_resolves_no_demo_task(tmp_path):
     summary, rows = _eval("empty", tmp_path / "empty", "--rewards", "resolved")
     assert summary["resolved"] == 0 and summary["counts"]["empty_patch"] == summary["total"]
     assert all(r["report"]["reward"] == 0.0 for r in rows)
+
+
+def test_the_demo_names_what_went_wrong(tmp_path):
+    from swedojo.cli import demo_problems
+    from swedojo.evaluate import Summary
+    from swedojo.rundir import InstanceResult, RunDir
+    from swedojo.schema import EvalStatus, ExitStatus, RewardReport
+
+    failed = InstanceResult(instance_id="d-1", policy="gold", status=EvalStatus.UNRESOLVED, resolved=False,
+                            exit_status=ExitStatus.SUBMITTED, error="tests timed out after 900s",
+                            report=RewardReport(instance_id="d-1", status=EvalStatus.UNRESOLVED))
+    RunDir(tmp_path).results.write_text(failed.model_dump_json() + "\n")
+
+    def summary(policy, resolved):
+        return Summary(suite="demo", policy=policy, total=10, resolved=resolved, resolved_rate=resolved / 10, counts={})
+
+    assert demo_problems("gold", summary("gold", 9), tmp_path) == [
+        "gold resolved 9/10 demo tasks (it must resolve all): d-1: unresolved tests timed out after 900s"]
+    assert demo_problems("empty", summary("empty", 1), tmp_path) == ["empty resolved 1/10 demo tasks (it must resolve none)"]
+    assert demo_problems("gold", summary("gold", 10), tmp_path) == demo_problems("empty", summary("empty", 0), tmp_path) == []
