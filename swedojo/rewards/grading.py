@@ -4,8 +4,9 @@ Resolved = every FAIL_TO_PASS and every PASS_TO_PASS test passes, a test missing
 counts as failed, and the test command's exit code must agree with the log (a patch that prints
 fake PASSED lines does not win): 0 when exactly the listed tests ran, else 0 or some test failed.
 A run that says nothing about the code (the tests could not start, a dependency is missing, no
-test ran; `testrun.diagnose`) is `infra_error` with that evidence, never the candidate's failure. A patch that does not apply is `patch_failed`; a sandbox that
-cannot be made is `infra_error`; neither raises.
+test ran; `testrun.diagnose`) is `infra_error` with that evidence, never the candidate's failure.
+A patch that does not apply is `patch_failed`; a sandbox that cannot be made, or dies, is
+`infra_error`; neither raises.
 """
 
 from __future__ import annotations

@@ -69,9 +69,12 @@ def files_of(spec: EnvSpec, tests: Sequence[str]) -> list[str] | None:
     return list(dict.fromkeys(t.split("::", 1)[0] for t in tests))
 
 
+def appended(spec: EnvSpec, items: Sequence[str]) -> str:
+    """The spec's command with test files or ids appended, each quoted."""
+    return " ".join([spec.test_command, *(shlex.quote(item) for item in items)])
+
+
 def selected_command(spec: EnvSpec, tests: Sequence[str]) -> str:
     """The command that runs `tests` (see `selection`): it may run more than them, never fewer."""
     chosen = selection(spec, tests)
-    if chosen is None:
-        return suite_command(spec)
-    return " ".join([spec.test_command, *(shlex.quote(t) for t in chosen)])
+    return suite_command(spec) if chosen is None else appended(spec, chosen)

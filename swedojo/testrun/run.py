@@ -16,7 +16,14 @@ from pydantic import BaseModel, Field
 
 from swedojo.sandboxes.base import Sandbox, SandboxError
 from swedojo.schema import EnvSpec, TestStatus
-from swedojo.testrun.command import files_of, is_simple, selected_command, selection, suite_command
+from swedojo.testrun.command import (
+    appended,
+    files_of,
+    is_simple,
+    selected_command,
+    selection,
+    suite_command,
+)
 from swedojo.testrun.parsers import parse_log
 
 MAX_LOG_BYTES = 64 << 20
@@ -139,6 +146,5 @@ def run_tests(sandbox: Sandbox, spec: EnvSpec, tests: Sequence[str], timeout_s: 
     run = run_command(sandbox, spec, selected_command(spec, tests), timeout_s, agent_shell=agent_shell, exact=exact)
     files = files_of(spec, tests)
     if exact and tests and not run.statuses and not run.timed_out and files is not None and files != list(tests):
-        run = run_command(sandbox, spec, " ".join([spec.test_command, *map(shlex.quote, files)]), timeout_s,
-                          agent_shell=agent_shell)
+        run = run_command(sandbox, spec, appended(spec, files), timeout_s, agent_shell=agent_shell)
     return run
