@@ -52,8 +52,9 @@ def resolve_repo(repo: str, mirror: Path | None = None, cache_dir: Path | None =
 def checkout(source: Path, commit: str, dest: Path) -> None:
     """Make `dest` a clean work tree of `source` at `commit`, with no history after it.
 
-    The clone keeps only what `commit` reaches: no remote, no other branches or tags, so a future
-    fix cannot leak into the environment. git runs in `dest`, so a relative `source` is made
+    The clone keeps only what `commit` reaches: no remote, no other branches, and of the tags only
+    the nearest one it reaches (version tools such as setuptools_scm read the version from it; an
+    ancestor's tag says nothing about the future), so a future fix cannot leak into the environment. git runs in `dest`, so a relative `source` is made
     absolute first (it is relative to where we are, not to `dest`).
     """
     source = Path(source).absolute()
@@ -61,9 +62,12 @@ def checkout(source: Path, commit: str, dest: Path) -> None:
     run = lambda *args: subprocess.run(  # noqa: E731
         ["git", *args], cwd=dest, capture_output=True, text=True, check=False
     )
+    nearest = subprocess.run(["git", "-C", str(source), "describe", "--tags", "--abbrev=0", "--match", "*[0-9]*",
+                              f"{commit}^{{commit}}"], capture_output=True, text=True, check=False).stdout.strip()
+    tag = [f"refs/tags/{nearest}:refs/tags/{nearest}"] if nearest else []
     steps = [
         ("init", "-q"),
-        ("fetch", "-q", "--no-tags", str(source), commit),
+        ("fetch", "-q", "--no-tags", str(source), commit, *tag),
     ]
     for step in steps:
         proc = run(*step)

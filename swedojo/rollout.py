@@ -37,7 +37,7 @@ from swedojo.schema import (
     TaskInstance,
     Trajectory,
 )
-from swedojo.testrun.patches import PatchApplyError, apply_patch
+from swedojo.testrun.patches import PatchApplyError, apply_patch, patch_files
 
 if TYPE_CHECKING:
     from swedojo.sandboxes.pool import SandboxPool
@@ -78,22 +78,29 @@ class EnvironmentResolver(BaseModel):
             lock = self._locks.setdefault(key, threading.Lock())
         with lock:  # one launch per key; instances of other keys launch meanwhile
             if key not in self._launched:
-                self._launched[key] = self._launch(instance.repo, instance.setup_commit, source)
+                self._launched[key] = self._launch(instance.repo, instance.setup_commit, source, _graded_files(instance))
             found = self._launched[key]
         if isinstance(found, LaunchError):
             raise type(found)(found.message, found.log_path)
         return found.with_pool(self._pool)
 
-    def _launch(self, repo: str, commit: str, source: Path) -> Environment | LaunchError:
+    def _launch(self, repo: str, commit: str, source: Path, tests: list[str]) -> Environment | LaunchError:
         from swedojo.repolaunch.launch import environment, launch
 
         root = self.launch_dir or Path(tempfile.gettempdir()) / "swedojo-launches"
         out = root / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', repo).strip('_')[-60:]}-{commit[:12]}"
         try:
-            spec = launch(repo, out, commit=commit, backend=self.backend, mirror=self.mirror)
+            spec = launch(repo, out, commit=commit, backend=self.backend, mirror=self.mirror, tests=tests)
         except LaunchError as exc:
             return exc
         return environment(spec, source, self.config)
+
+
+def _graded_files(instance: TaskInstance) -> list[str]:
+    """What a launch for `instance` validates on: the files its grading runs (a real suite whole
+    can take hours), those that exist at the environment's commit."""
+    named = [t.split("::")[0] for t in instance.FAIL_TO_PASS + instance.PASS_TO_PASS if "::" in t]
+    return list(dict.fromkeys(patch_files(instance.test_patch) + named))
 
 
 def _infra_result(instance: TaskInstance, policy: Policy, error: str, start: float) -> InstanceResult:

@@ -150,6 +150,10 @@ class EnvSpec(BaseModel):
     """Tests whose status differed between validation runs."""
     network_tests: list[str] = Field(default_factory=list)
     """Tests that need the network (fail with it off)."""
+    test_scope: list[str] = Field(default_factory=list)
+    """The test files or ids validation ran (empty: the whole suite); the baseline covers only them."""
+    attempts: list[str] = Field(default_factory=list)
+    """Environments tried before this one, each with the stage and reason it failed (runtime first)."""
 
     @model_validator(mode="before")
     @classmethod
@@ -278,6 +282,8 @@ class EvalStatus(str, Enum):
     EMPTY_PATCH = "empty_patch"
     PATCH_FAILED = "patch_failed"
     INFRA_ERROR = "infra_error"
+    NEEDS_NETWORK = "needs_network"
+    """Every FAIL_TO_PASS test failed for want of the network (with the reference patch too): not scored."""
     NOT_GRADED = "not_graded"
     """No tests are known (`dojo run` on a raw issue): only the format and static tiers were scored."""
 
@@ -313,8 +319,13 @@ class RewardReport(BaseModel):
     """Status of each FAIL_TO_PASS test; None = missing from the log (counts as failed)."""
     pass_to_pass: dict[str, TestStatus | None] = Field(default_factory=dict)
     """Status of each PASS_TO_PASS test; None = missing from the log (counts as failed)."""
+    needs_network: dict[str, str] = Field(default_factory=dict)
+    """Listed tests left out of scoring: they failed for want of the network, with the candidate and
+    with the reference patch alike (test -> the reason the runner printed)."""
     test_exit_code: int | None = None
     """Exit code of the test command."""
+    test_duration_s: float = 0.0
+    """Wall time of the test command alone (the rest of `duration_s` is the harness's)."""
     tiers: list[TierScore] = Field(default_factory=list)
     """Per-tier scores, when reward tiers were computed."""
     reward: float = 0.0

@@ -19,7 +19,7 @@ from typing import Any
 
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from swedojo.repolaunch.ci import CiFindings, read_workflows
 
@@ -35,6 +35,27 @@ JAVA_LTS = {"8": date(2014, 3, 18), "11": date(2018, 9, 25), "17": date(2021, 9,
             "21": date(2023, 9, 19), "25": date(2025, 9, 16)}
 TEST_EXTRAS = ("test", "tests", "testing")
 DEV_EXTRAS = ("dev", "develop", "development")
+
+
+class PythonPlanning(BaseModel):
+    """What a launch that retries asks of the Python rules instead of their first choice."""
+
+    model_config = ConfigDict(frozen=True)
+
+    runtime: str = ""
+    """The interpreter to plan for when the project admits it (a backend's pick among
+    `runtime_allowed`: the resolution date depends on it); empty: the rules' first choice."""
+    requirement_files: bool = True
+    """Off: the project's metadata and pytest only (requirement files can name tools that no
+    longer exist, or pins that no longer install)."""
+    undated: tuple[str, ...] = ()
+    """Requirements installed first without the date: the index has no release of them before it
+    (a project deleted and uploaded again)."""
+
+    def describe(self) -> str:
+        return " ".join(filter(None, [f"python {self.runtime}" if self.runtime else "",
+                                      "" if self.requirement_files else "without requirement files",
+                                      f"with {', '.join(self.undated)} undated" if self.undated else ""]))
 
 
 class NoBuildSystemError(Exception):
@@ -75,6 +96,8 @@ class RepoAnalysis(BaseModel):
     """Dependencies are resolved as of this instant (ISO 8601, UTC); empty = latest."""
     dependency_files: list[str] = Field(default_factory=list)
     """Files whose content decides the dependency layer (its cache key)."""
+    requirement_files: list[str] = Field(default_factory=list)
+    """Python: the requirement files the install reads (`-r`), which a retry can leave out."""
     ci_commands: list[str] = Field(default_factory=list)
     """Install and test lines found in CI workflows, for reference and for a setup agent."""
     evidence: list[Evidence] = Field(default_factory=list)
@@ -117,6 +140,10 @@ def _instant(when: datetime | None) -> str:
     if when is None:
         return ""
     return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _python_key(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in version.split("."))
 
 
 def _newest(releases: dict[str, date], when: datetime | None) -> list[str]:
@@ -189,11 +216,27 @@ def _tox_versions(envlist: str) -> list[str]:
     return versions
 
 
+_OTHER_JOB = re.compile(r"doc|lint|style|typing|mypy|release|publish|bench|build|(^|[-_./])(min|minimum|oldest|lowest)([-_.]|$)")
+"""Requirement file names for jobs other than the tests (min: a project's minimum-versions set)."""
+
+
+def _tox_substituted(line: str) -> str:
+    """A tox deps line with tox's substitutions made as a plain testenv would: `{env:X:default}` and
+    `{posargs:default}` become the default, `{toxinidir}` the root; a line with any other
+    substitution (it names another env's setting) becomes empty."""
+    line = line.replace("{toxinidir}/", "").replace("{toxinidir}", ".")
+    line = re.sub(r"\{(?:env:[^:{}]+|posargs)(?::([^{}]*))?\}", lambda m: m.group(1) or "", line).strip()
+    return "" if "{" in line else line
+
+
 class _PythonPlan:
     """Collects what the Python files say; `build()` turns it into a RepoAnalysis."""
 
-    def __init__(self, root: Path, ci: CiFindings, when: datetime | None, out: RepoAnalysis) -> None:
+    def __init__(self, root: Path, ci: CiFindings, when: datetime | None, out: RepoAnalysis,
+                 requirement_files: bool = True, undated: tuple[str, ...] = ()) -> None:
         self.root, self.ci, self.when, self.out = root, ci, when, out
+        self.use_requirement_files = requirement_files
+        self.undated = undated
         self.requirement_files: list[str] = []
         self.packages: list[str] = []
         self.extras: list[str] = []
@@ -212,11 +255,11 @@ class _PythonPlan:
         self._pyproject()
         self._setup_py()
         self._setup_cfg()
-        self._requirements()
         self._tox()
         self._nox()
         self._pipfile()
         self._ci()
+        self._requirements()
         pin = self.root / ".python-version"
         if pin.is_file() and (match := re.match(r"(\d+\.\d+)", _text(pin).strip())):
             self.listed[".python-version"] = [match.group(1)]
@@ -337,18 +380,35 @@ class _PythonPlan:
                 self._add(self.extras, extra)
                 self.out.note("setup.cfg", f"extra {extra}")
 
+    def _requirement_file(self, rel: str, file: str) -> None:
+        """Take `rel` (named by `file`) unless it is for another job: docs, lint, release, minimum versions."""
+        if not (self.root / rel).is_file():
+            return
+        if not self.use_requirement_files:
+            self.out.note(file, f"names {rel}: left out (an install with the requirement files failed)")
+            return
+        if _OTHER_JOB.search(rel.lower()):
+            self.out.note(file, f"names {rel}: not for the tests, left out")
+            return
+        if rel not in self.requirement_files:
+            self.requirement_files.append(rel)
+            self._add(self.out.dependency_files, rel)
+            self.out.note(file, f"requirements file {rel}")
+
     def _requirements(self) -> None:
-        candidates = sorted({*self.root.glob("*requirements*.txt"), *self.root.glob("requirements/*.txt")})
-        for path in candidates:
-            rel = str(path.relative_to(self.root))
-            name = rel.lower()
-            if re.search(r"doc|lint|style|release|publish|bench", name):
-                continue
-            if rel == "requirements.txt" or re.search(r"test|dev|ci|base|requirements/(main|common)", name):
-                self._add(self.requirement_files, rel)
-        for rel in self.requirement_files:
-            self.out.dependency_files.append(rel)
-            self.out.note(rel, "requirements file")
+        """When no tox, nox or CI file names requirement files: the ones whose names say tests (else
+        dev, else the plain requirements.txt), one set, never every file found (a project's minimum
+        versions and its dev pins conflict)."""
+        if self.requirement_files:
+            return
+        found = sorted(str(p.relative_to(self.root)) for p in
+                       {*self.root.glob("*requirements*.txt"), *self.root.glob("requirements/*.txt")})
+        usable = [rel for rel in found if not _OTHER_JOB.search(rel.lower())]
+        tests = [rel for rel in usable if "test" in rel.lower()]
+        dev = [rel for rel in usable if re.search(r"dev|ci\b", rel.lower())]
+        base = [rel for rel in usable if rel == "requirements.txt" or re.search(r"base|requirements/(main|common)", rel.lower())]
+        for rel in base + (tests or dev):
+            self._requirement_file(rel, rel)
 
     def _tox(self) -> None:
         path = self.root / "tox.ini"
@@ -365,13 +425,10 @@ class _PythonPlan:
             for line in _lines(cfg.get("testenv", "deps")):
                 if re.match(r"^[\w,{}\-]+:\s", line):
                     continue  # factor-conditional: belongs to one env only
-                line = line.replace("{toxinidir}/", "").replace("{toxinidir}", ".")
+                line = _tox_substituted(line)
                 if line.startswith("-r"):
-                    rel = line[2:].strip()
-                    if (self.root / rel).is_file():
-                        self._add(self.requirement_files, rel)
-                        self._add(self.out.dependency_files, rel)
-                elif not line.startswith("-"):
+                    self._requirement_file(line[2:].strip(), "tox.ini")
+                elif line and not line.startswith("-"):
                     self._add(self.packages, line)
             self.out.note("tox.ini", "testenv deps")
         if cfg.has_option("testenv", "commands"):
@@ -388,8 +445,8 @@ class _PythonPlan:
         for call in re.findall(r"session\.install\(([^)]*)\)", _text(path)):
             args = re.findall(r"['\"]([^'\"]+)['\"]", call)
             for i, arg in enumerate(args):
-                if arg == "-r" and i + 1 < len(args) and (self.root / args[i + 1]).is_file():
-                    self._add(self.requirement_files, args[i + 1])
+                if arg == "-r" and i + 1 < len(args):
+                    self._requirement_file(args[i + 1], "noxfile.py")
                 elif match := re.fullmatch(r"\.\[([\w,]+)\]", arg):
                     for extra in match.group(1).split(","):
                         self._add(self.extras, extra)
@@ -421,10 +478,8 @@ class _PythonPlan:
             except ValueError:
                 continue
             for i, word in enumerate(words):
-                if word in ("-r", "--requirement") and i + 1 < len(words) and (self.root / words[i + 1]).is_file():
-                    self._add(self.requirement_files, words[i + 1])
-                    self._add(self.out.dependency_files, words[i + 1])
-                    self.out.note(cmd.file, f"installs -r {words[i + 1]}")
+                if word in ("-r", "--requirement") and i + 1 < len(words):
+                    self._requirement_file(words[i + 1], cmd.file)
                 elif match := re.fullmatch(r"(?:-e)?\.\[([\w,\-]+)\]", word):
                     for extra in match.group(1).split(","):
                         self._add(self.extras, extra)
@@ -433,25 +488,48 @@ class _PythonPlan:
             self.listed["ci"] = versions
             self.out.note(".github/workflows", f"CI runs python {', '.join(versions)}")
 
-    def choose_runtime(self) -> None:
-        allowed = _newest(PYTHON_RELEASES, self.when)
+    def choose_runtime(self, wanted: str = "") -> None:
+        """Every known Python the project's requires-python admits, in the order to try them: those
+        out by the commit date (the ones its files name first, then newest first), then the newer
+        ones, nearest first (old code runs on the nearest newer interpreter far more often than on
+        none). `wanted` (one of them) goes first: a backend that has only some takes its pick.
+
+        Dependencies are resolved as of the commit date, or as of the chosen interpreter's
+        release when that is later: packages older than the interpreter rarely install on it.
+        """
+        known = sorted(PYTHON_RELEASES, key=_python_key)
+        admitted = known
         for file, spec in self.requires_python:
-            narrowed = [v for v in allowed if _spec_allows(spec, v)]
+            narrowed = [v for v in admitted if _spec_allows(spec, v)]
             if narrowed:
-                allowed = narrowed
+                admitted = narrowed
                 self.out.note(file, f"requires-python {spec}")
             else:
-                self.out.note(file, f"requires-python {spec} matches no known release by the commit date; ignored")
+                self.out.note(file, f"requires-python {spec} matches no known release; ignored")
+        in_date = [v for v in _newest(PYTHON_RELEASES, self.when) if v in admitted]
         listed = {v for versions in self.listed.values() for v in versions}
-        preferred = [v for v in allowed if v in listed]
-        self.out.runtime_allowed = preferred + [v for v in allowed if v not in listed]
-        self.out.runtime_version = self.out.runtime_allowed[0] if allowed else "3.11"
+        order = [v for v in in_date if v in listed] + [v for v in in_date if v not in listed]
+        order += [v for v in admitted if v not in order]  # newer than the commit: nearest first
+        if wanted in order:
+            order.remove(wanted)
+            order.insert(0, wanted)
+        self.out.runtime_allowed = order
+        self.out.runtime_version = order[0]
         self.out.debian_release = debian_release("python", self.out.runtime_version)
+        released = datetime.combine(PYTHON_RELEASES[self.out.runtime_version], datetime.min.time(), UTC)
+        if self.when is not None and released > self.when:
+            self.out.resolution_date = _instant(released)
+            self.out.note("(runtime)", f"python {self.out.runtime_version} came out after the commit: dependencies "
+                                       f"resolved as of its release, {self.out.resolution_date}")
 
-    def build(self) -> None:
+    def build(self, wanted: str = "") -> None:
         out = self.out
-        self.choose_runtime()
+        self.choose_runtime(wanted)
         when = ["--uploaded-prior-to", out.resolution_date] if out.resolution_date else []
+        for requirement in self.undated:  # once installed, the dated install finds it satisfied
+            out.install_commands.append(shlex.join(["pip", "install", requirement]))
+            out.note("(install)", f"{requirement}: no release before {out.resolution_date} on the index (deleted and "
+                                  "uploaded again later?): installed first, undated")
         if self.build_requires and self.editable:
             out.install_commands.append(shlex.join(["pip", "install", *when, *self.build_requires]))
         packages = list(self.packages)
@@ -460,6 +538,7 @@ class _PythonPlan:
         args = ["pip", "install", *when, *packages]
         for rel in self.requirement_files:
             args += ["-r", rel]
+        out.requirement_files = list(self.requirement_files)
         for group in self.groups:
             args += ["--group", group]
         if self.install_project:
@@ -471,11 +550,11 @@ class _PythonPlan:
         out.log_parser = "pytest"
 
 
-def _python(root: Path, ci: CiFindings, when: datetime | None, build_system: str) -> RepoAnalysis:
+def _python(root: Path, ci: CiFindings, when: datetime | None, build_system: str, plan_for: PythonPlanning) -> RepoAnalysis:
     out = RepoAnalysis(language="python", build_system=build_system, resolution_date=_instant(when))
-    plan = _PythonPlan(root, ci, when, out)
+    plan = _PythonPlan(root, ci, when, out, plan_for.requirement_files, plan_for.undated)
     plan.read()
-    plan.build()
+    plan.build(plan_for.runtime)
     return out
 
 
@@ -677,8 +756,9 @@ def _strong_pyproject(root: Path) -> bool:
     return bool(data.get("project") or data.get("build-system") or data.get("tool", {}).get("poetry"))
 
 
-def analyse(root: Path, when: datetime | None = None) -> RepoAnalysis:
-    """Read `root` (a work tree) and say how to set it up; `when` is the commit date."""
+def analyse(root: Path, when: datetime | None = None, python: PythonPlanning | None = None) -> RepoAnalysis:
+    """Read `root` (a work tree) and say how to set it up; `when` is the commit date; `python`:
+    choices a retry makes for a Python project (default: the rules' first choice)."""
     ci = read_workflows(root)
 
     def has(name: str) -> bool:
@@ -688,7 +768,7 @@ def analyse(root: Path, when: datetime | None = None) -> RepoAnalysis:
     python_weak = has("setup.cfg") or has("tox.ini") or has("noxfile.py") or has("Pipfile") or \
         any(root.glob("*requirements*.txt"))
     if has("setup.py") or strong_pyproject:
-        out = _python(root, ci, when, "pyproject" if strong_pyproject else "setup.py")
+        out = _python(root, ci, when, "pyproject" if strong_pyproject else "setup.py", python or PythonPlanning())
     elif has("package.json"):
         out = _node(root, ci, when)
     elif has("go.mod"):
@@ -701,7 +781,7 @@ def analyse(root: Path, when: datetime | None = None) -> RepoAnalysis:
         out = _c(root)
     elif python_weak:
         kind = "pipfile" if has("Pipfile") else "tox" if has("tox.ini") else "requirements"
-        out = _python(root, ci, when, kind)
+        out = _python(root, ci, when, kind, python or PythonPlanning())
     else:
         raise NoBuildSystemError(
             f"{root}: no build or dependency file the rules know (pyproject.toml, setup.py, package.json, "

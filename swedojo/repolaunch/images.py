@@ -128,21 +128,25 @@ def layer_info(name: str, tag: str, cached: bool, seconds: float = 0.0) -> Layer
 def docker_runtime(analysis: RepoAnalysis) -> tuple[str, str]:
     """(Debian release, runtime version): the runtime is the one the release ships.
 
-    Python: the first allowed version (preferred first) that some release ships; Node: bookworm's
-    node; C: the analysis's release and its gcc.
+    Python: the analysis's runtime when a release ships it (the launcher plans for one of
+    `python_runtimes`); Node: bookworm's node; C: the analysis's release and its gcc.
     """
     if analysis.language == PYTHON:
-        for version in analysis.runtime_allowed:
-            for release, shipped in DEBIAN_PYTHON.items():
-                if shipped == version:
-                    return release, version
-        raise NoRuntimeError(f"no Debian release ships a Python among {', '.join(analysis.runtime_allowed)} "
+        for release, shipped in DEBIAN_PYTHON.items():
+            if shipped == analysis.runtime_version:
+                return release, shipped
+        raise NoRuntimeError(f"no Debian release ships Python {analysis.runtime_version} "
                              f"(bullseye 3.9, bookworm 3.11, trixie 3.13)")
     if analysis.language in NODE:
         return NODE_RELEASE
     if analysis.language in NATIVE:
         return analysis.debian_release, DEBIAN_GCC[analysis.debian_release]
     raise NoRuntimeError(f"no docker runtime recipe for {analysis.language} ({analysis.build_system}) yet")
+
+
+def python_runtimes(analysis: RepoAnalysis) -> list[str]:
+    """The Pythons Debian releases ship that the analysis admits, in its order: what to try."""
+    return [v for v in analysis.runtime_allowed if v in DEBIAN_PYTHON.values()]
 
 
 def _apt(*packages: str) -> str:
@@ -164,9 +168,12 @@ _FETCH_NPM = (
 def toolchain_commands(analysis: RepoAnalysis) -> list[str]:
     """The runtime layer's steps (run as root on the base image)."""
     if analysis.language == PYTHON:
+        # The newest pip up to swedojo's own that runs on this interpreter (pip 26.1 dropped 3.9;
+        # 26.0 is the first with --uploaded-prior-to): its Requires-Python decides.
         pip = importlib.metadata.version("pip")
         tool = (f"python3 -m venv {PIP_TOOL} && {PIP_TOOL}/bin/python -m pip install -q --no-cache-dir "
-                f"--disable-pip-version-check pip=={pip}")
+                f"--disable-pip-version-check --upgrade 'pip<={pip}' && {PIP_TOOL}/bin/python -m pip install --help "
+                "| grep -q -- --uploaded-prior-to || { echo 'no pip with --uploaded-prior-to runs on this Python'; exit 1; }")
         return [_apt("python3", "python3-venv", "git", "patch", "procps"), _SANDBOX_USER, tool]
     if analysis.language in NODE:
         return [_apt("nodejs", "git", "patch", "procps"), _SANDBOX_USER, _FETCH_NPM.format(v=NPM_VERSION)]

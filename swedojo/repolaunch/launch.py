@@ -18,6 +18,7 @@ validates: the same test statuses prove the spec is enough to make the environme
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
@@ -29,8 +30,8 @@ from typing import TypeVar
 from pydantic import BaseModel, Field
 
 from swedojo.repolaunch.buildlog import BuildLog
-from swedojo.repolaunch.detect import NoBuildSystemError, RepoAnalysis, analyse
-from swedojo.repolaunch.errors import AnalyseError, InstallError, ResolveError
+from swedojo.repolaunch.detect import NoBuildSystemError, PythonPlanning, RepoAnalysis, analyse
+from swedojo.repolaunch.errors import AnalyseError, DiscoveryError, InstallError, ResolveError, ValidateError
 from swedojo.repolaunch.fallback import SetupAgent, SetupRequest
 from swedojo.repolaunch.local import build_env, default_cache_dir, rebuild_env
 from swedojo.repolaunch.recipe import (
@@ -43,6 +44,7 @@ from swedojo.repos import CommitNotFoundError, RepoNotFoundError, checkout, reso
 from swedojo.sandboxes.base import ExecResult, Sandbox, SandboxConfig, SandboxError
 from swedojo.sandboxes.environment import Environment, PrepareError, prepare
 from swedojo.schema import EnvSpec, TestStatus
+from swedojo.testrun.command import runnable
 
 T = TypeVar("T")
 
@@ -182,6 +184,22 @@ class _LocalBuilder:
     def ready(self, log: BuildLog) -> None:
         """Nothing to wait for: the host is there."""
 
+    def runtimes(self, analysis: RepoAnalysis, log: BuildLog) -> list[str]:
+        """The admitted Pythons this host has, in the analysis's order; before any build, one line
+        naming what is needed and that the docker backend provides it when the host has none."""
+        if analysis.language != "python":
+            return [analysis.runtime_version]
+        from swedojo.repolaunch.images import python_runtimes
+        from swedojo.repolaunch.local import find_interpreter
+
+        found = [v for v in analysis.runtime_allowed if find_interpreter([v])]
+        if not found:
+            docker = python_runtimes(analysis)
+            offer = f"; --backend docker provides Python {docker[0]}" if docker else ""
+            raise InstallError(f"the local backend needs Python {analysis.runtime_allowed[0]} (the project admits "
+                               f"{', '.join(analysis.runtime_allowed)}) and this host has none of them{offer}", log.path)
+        return found
+
     def build(self, repo: str, sha: str, workdir: Path, analysis: RepoAnalysis, log: BuildLog,
               cache_dir: Path | None) -> _Built:
         env, hit = build_env(workdir, analysis, log, cache_dir)
@@ -209,6 +227,18 @@ class _DockerBuilder:
         if not docker_available():
             raise InstallError("no Docker Engine answers (`make docker-up` starts one; or use --backend local)",
                                log.path)
+
+    def runtimes(self, analysis: RepoAnalysis, log: BuildLog) -> list[str]:
+        """The admitted Pythons a Debian release ships, in the analysis's order."""
+        if analysis.language != "python":
+            return [analysis.runtime_version]
+        from swedojo.repolaunch.images import python_runtimes
+
+        found = python_runtimes(analysis)
+        if not found:
+            raise InstallError(f"no Debian release ships a Python the project admits ({', '.join(analysis.runtime_allowed)}; "
+                               "bullseye has 3.9, bookworm 3.11, trixie 3.13)", log.path)
+        return found
 
     def build(self, repo: str, sha: str, workdir: Path, analysis: RepoAnalysis, log: BuildLog,
               cache_dir: Path | None) -> _Built:
@@ -250,24 +280,28 @@ def _builder(backend: str) -> _LocalBuilder | _DockerBuilder:
 
 def launch(repo: str, out: Path, commit: str = "", backend: str = "local", mirror: Path | None = None,
            cache_dir: Path | None = None, agent: SetupAgent | None = None, log: BuildLog | None = None,
-           runs: int = 2, test_timeout: float = 1800.0) -> EnvSpec:
+           runs: int = 2, test_timeout: float = 1800.0, tests: list[str] | None = None) -> EnvSpec:
     """Build (or reuse) the environment of `repo` at `commit` (HEAD when empty) and validate it.
 
-    Writes `envspec.json`, `analysis.json` and `build.log` into `out` (docker: `layers.json` too).
+    Python: each admitted interpreter the backend has is tried in turn (up to `MAX_RUNTIMES`)
+    until one builds and validates; the failed ones are in the build log and `EnvSpec.attempts`.
+    `tests`: validate on these test files or ids only (an evaluation validates on what it grades;
+    a whole real suite can take hours). Writes `envspec.json`, `analysis.json` and `build.log` into
+    `out` (docker: `layers.json` too).
     """
     _builder(backend)
     out.mkdir(parents=True, exist_ok=True)
     own_log = log is None
     log = log or BuildLog(out / "build.log")
     try:
-        return _launch(repo, out, commit, backend, mirror, cache_dir, agent, log, runs, test_timeout)
+        return _launch(repo, out, commit, backend, mirror, cache_dir, agent, log, runs, test_timeout, list(tests or []))
     finally:
         if own_log:
             log.close()
 
 
 def _launch(repo: str, out: Path, commit: str, backend: str, mirror: Path | None, cache_dir: Path | None,
-            agent: SetupAgent | None, log: BuildLog, runs: int, test_timeout: float) -> EnvSpec:
+            agent: SetupAgent | None, log: BuildLog, runs: int, test_timeout: float, tests: list[str]) -> EnvSpec:
     source, sha, when = _resolve(repo, commit, mirror, log)
     builder = _builder(backend)
     builder.ready(log)
@@ -275,30 +309,90 @@ def _launch(repo: str, out: Path, commit: str, backend: str, mirror: Path | None
         request = SetupRequest(repo=repo, commit=sha, workdir=workdir, analysis=None, stage="",
                                failure="", log_path=log.path)
         analysis = _analyse(request, when, log, agent)
-        analysis, built = _with_agent(request, analysis, log, agent,
-                                      lambda a: builder.build(repo, sha, workdir, a, log, cache_dir))
-        if built.layers:
-            (out / "layers.json").write_text(json.dumps(built.layers, indent=2))
-        (out / "analysis.json").write_text(analysis.model_dump_json(indent=2))
-        spec = built.spec
-        if built.hit and built.cached_spec.is_file():
-            previous = EnvSpec.model_validate_json(built.cached_spec.read_text())
-            if previous.model_dump(exclude=_VALIDATED) == spec.model_dump(exclude=_VALIDATED):
-                log.write(f"validated spec cache hit: {built.cached_spec}\n")
-                spec = previous.model_copy(update={"repo": repo})
-                (out / "envspec.json").write_text(spec.model_dump_json(indent=2))
-                return spec
-        builder.pin(spec)
+        plans = [PythonPlanning(runtime=runtime) for runtime in builder.runtimes(analysis, log)][:MAX_RUNTIMES]
+        failed: list[str] = []
+        while plans and len(failed) < MAX_ATTEMPTS:
+            plan = plans.pop(0)
+            if analysis.language == "python" and plan != PythonPlanning(runtime=analysis.runtime_version):
+                log.begin(f"analyse again for {plan.describe()}")
+                analysis = analyse(workdir, when, plan)
+            started = log.path.stat().st_size if log.path.is_file() else 0
+            try:
+                spec = _attempt(repo, sha, workdir, source, out, analysis, request, builder, log, agent,
+                                cache_dir, runs, test_timeout, tests)
+            except (InstallError, DiscoveryError, ValidateError) as exc:
+                what = f"{analysis.language} {plan.describe() or analysis.runtime_version}"
+                failed.append(f"{what}: [{exc.stage}] {exc.message}")
+                if analysis.language == "python" and (retry := _retry(plan, analysis, log, started)):
+                    plans.insert(0, retry)
+                log.begin(f"the environment with {what} failed at {exc.stage}: {exc.message}"
+                          + ("; trying the next plan" if plans else ""))
+                if not plans or len(failed) >= MAX_ATTEMPTS:
+                    if len(failed) > 1:
+                        exc.message = f"{exc.message} (tried {len(failed)} plans: {'; '.join(failed[:-1])})"
+                    raise
+                continue
+            spec.attempts = failed
+            (out / "envspec.json").write_text(spec.model_dump_json(indent=2))
+            return spec
+    raise AssertionError("unreachable: every attempt returns or raises")
+
+
+_NO_DISTRIBUTION = re.compile(r"No matching distribution found for (\S+)")
+
+
+def _retry(plan: PythonPlanning, analysis: RepoAnalysis, log: BuildLog, since: int) -> PythonPlanning | None:
+    """The same runtime planned again after a failed attempt, from what its part of the build log
+    says: with the requirements the index had no dated release of installed undated, else without
+    the requirement files (their pins may install a test runner too old for the interpreter);
+    None when neither is left to try."""
+    with log.path.open("rb") as handle:
+        handle.seek(since)
+        said = handle.read().decode(errors="replace")
+    missing = [r for r in dict.fromkeys(_NO_DISTRIBUTION.findall(said)) if r not in plan.undated]
+    if missing and len(plan.undated) < 5:
+        return plan.model_copy(update={"undated": (*plan.undated, *missing)})
+    if plan.requirement_files and analysis.requirement_files:
+        return plan.model_copy(update={"requirement_files": False, "undated": ()})
+    return None
+
+
+MAX_ATTEMPTS = 8
+"""Environments a launch builds before it gives up."""
+MAX_RUNTIMES = 3
+"""Runtimes a launch tries before it gives up (each a full build of the dependency layer, and one
+more without requirement files when those were in the failed one)."""
+
+
+def _attempt(repo: str, sha: str, workdir: Path, source: Path, out: Path, analysis: RepoAnalysis,
+             request: SetupRequest, builder: _LocalBuilder | _DockerBuilder, log: BuildLog, agent: SetupAgent | None,
+             cache_dir: Path | None, runs: int, test_timeout: float, tests: list[str]) -> EnvSpec:
+    """One environment for `analysis`: built (or looked up) and validated."""
+    analysis, built = _with_agent(request, analysis, log, agent,
+                                  lambda a: builder.build(repo, sha, workdir, a, log, cache_dir))
+    if built.layers:
+        (out / "layers.json").write_text(json.dumps(built.layers, indent=2))
+    (out / "analysis.json").write_text(analysis.model_dump_json(indent=2))
+    spec = built.spec
+    spec.test_scope = runnable(spec, [t for t in tests if (workdir / t.split("::")[0]).is_file()])
+    if tests and not spec.test_scope:
+        log.write(f"none of {', '.join(tests[:5])} is a test file here: validating on the whole suite\n")
+    if built.hit and built.cached_spec.is_file():
+        previous = EnvSpec.model_validate_json(built.cached_spec.read_text())
+        if previous.model_dump(exclude=_VALIDATED) == spec.model_dump(exclude=_VALIDATED):
+            log.write(f"validated spec cache hit: {built.cached_spec}\n")
+            return previous.model_copy(update={"repo": repo})
+    builder.pin(spec)
     spec = _validated(spec, source, log, runs, test_timeout)
     built.cached_spec.parent.mkdir(parents=True, exist_ok=True)
     built.cached_spec.write_text(spec.model_dump_json(indent=2))
-    (out / "envspec.json").write_text(spec.model_dump_json(indent=2))
     log.begin(f"done: {len(spec.test_status)} tests, {len(spec.flaky_tests)} flaky, "
               f"{len(spec.network_tests)} need the network")
     return spec
 
 
-_VALIDATED = {"repo", "test_status", "flaky_tests", "network_tests", "resolved_dependencies", "runtime_version"}
+_VALIDATED = {"repo", "test_status", "flaky_tests", "network_tests", "resolved_dependencies", "runtime_version",
+              "attempts"}
 """EnvSpec fields validation (or the built layer) fills in; the rest must match for a spec cache hit."""
 
 
@@ -307,12 +401,12 @@ def _validated(spec: EnvSpec, source: Path, log: BuildLog, runs: int, test_timeo
     config = SandboxConfig(command_timeout_s=test_timeout, total_time_s=(runs + 2) * test_timeout)
     env = environment(spec, source, config)
     with prepared_sandbox(env, spec.commit, log, test_timeout) as sandbox:
-        baseline = validate(sandbox, spec, log, runs, test_timeout)
+        baseline = validate(sandbox, spec, log, runs, test_timeout, spec.test_scope)
     needs_network: list[str] = []
     if has_failures(baseline.test_status):
         online = env.model_copy(update={"config": config.model_copy(update={"network": True})})
         with prepared_sandbox(online, spec.commit, log, test_timeout) as sandbox:
-            needs_network = network_tests(sandbox, spec, log, baseline, test_timeout)
+            needs_network = network_tests(sandbox, spec, log, baseline, test_timeout, spec.test_scope)
     return spec.model_copy(update={"test_status": baseline.test_status, "flaky_tests": baseline.flaky_tests,
                                    "network_tests": needs_network})
 

@@ -15,7 +15,7 @@ from swedojo.repolaunch.errors import DiscoveryError, ValidateError
 from swedojo.sandboxes.base import Sandbox
 from swedojo.schema import EnvSpec, TestStatus
 from swedojo.testrun.parsers import WORST_FIRST, check_counts
-from swedojo.testrun.run import SuiteRun, TestRunError, passed, run_suite
+from swedojo.testrun.run import SuiteRun, TestRunError, passed, run_suite, run_tests
 
 
 class Baseline(BaseModel):
@@ -42,23 +42,24 @@ def merge_runs(runs: list[dict[str, TestStatus]]) -> tuple[dict[str, TestStatus]
     return merged, flaky
 
 
-def _run(sandbox: Sandbox, spec: EnvSpec, log: BuildLog, timeout: float) -> SuiteRun:
-    """Run the whole suite once, its whole log copied into the build log."""
+def _run(sandbox: Sandbox, spec: EnvSpec, log: BuildLog, timeout: float, tests: list[str]) -> SuiteRun:
+    """Run the whole suite (or `tests`) once, its whole log copied into the build log."""
     try:
-        run = run_suite(sandbox, spec, timeout)
+        run = run_tests(sandbox, spec, tests, timeout) if tests else run_suite(sandbox, spec, timeout)
     except TestRunError as exc:
         raise ValidateError(str(exc), log.path) from exc
     log.write(f"$ {run.command}\n{run.log}\n[exit {run.exit_code} after {run.duration_s:.1f}s]\n")
     return run
 
 
-def validate(sandbox: Sandbox, spec: EnvSpec, log: BuildLog, runs: int = 2, timeout: float = 1800.0) -> Baseline:
-    """Run the suite `runs` times; the first run must yield tests, and some test must pass."""
+def validate(sandbox: Sandbox, spec: EnvSpec, log: BuildLog, runs: int = 2, timeout: float = 1800.0,
+             tests: list[str] | None = None) -> Baseline:
+    """Run the suite (or only `tests`) `runs` times; the first run must yield tests, and some test must pass."""
     results: list[dict[str, TestStatus]] = []
     problems: list[list[str]] = []
     for index in range(runs):
         log.begin(f"test run {index + 1}/{runs}")
-        run = _run(sandbox, spec, log, timeout)
+        run = _run(sandbox, spec, log, timeout, list(tests or []))
         if run.timed_out:
             raise ValidateError(f"test run {index + 1} timed out after {timeout:.0f}s", log.path)
         if index == 0 and not run.statuses:
@@ -82,10 +83,11 @@ def has_failures(statuses: dict[str, TestStatus]) -> bool:
     return any(status in (TestStatus.FAILED, TestStatus.ERROR) for status in statuses.values())
 
 
-def network_tests(sandbox: Sandbox, spec: EnvSpec, log: BuildLog, baseline: Baseline, timeout: float = 1800.0) -> list[str]:
+def network_tests(sandbox: Sandbox, spec: EnvSpec, log: BuildLog, baseline: Baseline, timeout: float = 1800.0,
+                  tests: list[str] | None = None) -> list[str]:
     """One run in a sandbox with the network on: the tests that pass only there (flaky ones aside)."""
     log.begin("test run with the network on (tests failed with it off)")
-    online = _run(sandbox, spec, log, timeout)
+    online = _run(sandbox, spec, log, timeout, list(tests or []))
     found = sorted(test for test, status in baseline.test_status.items()
                    if not passed(status) and test not in baseline.flaky_tests and online.passed(test))
     log.write(f"network tests: {len(found)}\n")

@@ -1,7 +1,9 @@
 """Grade a candidate patch as SWE-bench does, always in a fresh sandbox from the task's environment.
 
-Resolved = every FAIL_TO_PASS and every PASS_TO_PASS test passes, a test missing from the log
-counts as failed, and the test command's exit code must agree with the log (a patch that prints
+The test patch's files are run whole and each listed id's status read from the log in the forms
+suites list them (`testrun.ids`). Resolved = every FAIL_TO_PASS and every PASS_TO_PASS test
+passes, a test missing from the log counts as failed (tests that fail for want of the network
+with the reference patch as well are left out and named, `needs_network`), and the test command's exit code must agree with the log (a patch that prints
 fake PASSED lines does not win): 0 when exactly the listed tests ran, else 0 or some test failed.
 A run that says nothing about the code (the tests could not start, a dependency is missing, no
 test ran; `testrun.diagnose`) is `infra_error` with that evidence, never the candidate's failure.
@@ -11,20 +13,25 @@ A patch that does not apply is `patch_failed`; a sandbox that cannot be made, or
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 
 from swedojo.sandboxes.base import Sandbox, SandboxError
 from swedojo.sandboxes.environment import Environment
-from swedojo.schema import EvalStatus, RewardReport, TaskInstance
+from swedojo.schema import EnvSpec, EvalStatus, RewardReport, TaskInstance
 from swedojo.testrun.diagnose import environment_failure
+from swedojo.testrun.command import runnable
+from swedojo.testrun.ids import matches, status_of
+from swedojo.testrun.network import offline_failures
 from swedojo.testrun.patches import (
     PatchApplyError,
     apply_patch,
+    deleted_files,
     patch_files,
     restore_files,
 )
-from swedojo.testrun.run import LogTooLargeError, TestRunError, passed, run_tests
+from swedojo.testrun.run import LogTooLargeError, SuiteRun, TestRunError, passed, run_files, run_tests
 
 TEST_TIMEOUT_S = 900.0
 
@@ -50,23 +57,34 @@ def grade_in_sandbox(sandbox: Sandbox, env: Environment, instance: TaskInstance,
             report.status, report.error = EvalStatus.INFRA_ERROR, f"task is broken: {exc}"
             return report
     tests = list(dict.fromkeys(instance.FAIL_TO_PASS + instance.PASS_TO_PASS))
+    files = test_files_to_run(env.spec, instance)
     try:
-        result = run_tests(sandbox, env.spec, tests, TEST_TIMEOUT_S)
+        result = run_files(sandbox, env.spec, files, TEST_TIMEOUT_S) if files \
+            else run_tests(sandbox, env.spec, tests, TEST_TIMEOUT_S)
     except LogTooLargeError as exc:  # the candidate's tree printed it: its failure, not the harness's
         report.status, report.error = EvalStatus.UNRESOLVED, str(exc)
         return report
     except TestRunError as exc:
         report.status, report.error = EvalStatus.INFRA_ERROR, str(exc)
         return report
-    report.test_exit_code = result.exit_code
+    report.test_exit_code, report.test_duration_s = result.exit_code, result.duration_s
     report.log_tail = result.log[-2000:]
     provided = patch_files(instance.patch) + test_files
     if why := environment_failure(result, env.spec, sandbox, patch_files(candidate), provided):
         report.status, report.error = EvalStatus.INFRA_ERROR, why
         return report
-    report.fail_to_pass = {t: result.statuses.get(t) for t in instance.FAIL_TO_PASS}
-    report.pass_to_pass = {t: result.statuses.get(t) for t in instance.PASS_TO_PASS}
-    all_pass = all(passed(s) for s in [*report.fail_to_pass.values(), *report.pass_to_pass.values()])
+    offline = _offline(result, tests) if candidate.strip() else {}
+    if offline and candidate.strip() != instance.patch.strip():
+        offline = {t: why for t, why in offline.items() if t in _reference_offline(env, instance, files, tests)}
+    report.needs_network = offline
+    report.fail_to_pass = {t: status_of(result.statuses, t) for t in instance.FAIL_TO_PASS}
+    report.pass_to_pass = {t: status_of(result.statuses, t) for t in instance.PASS_TO_PASS}
+    scored = [s for t, s in [*report.fail_to_pass.items(), *report.pass_to_pass.items()] if t not in offline]
+    all_pass = all(passed(s) for s in scored)
+    if instance.FAIL_TO_PASS and all(t in offline for t in instance.FAIL_TO_PASS):
+        report.status, report.error = EvalStatus.NEEDS_NETWORK, \
+            f"every FAIL_TO_PASS test needs the network: {next(iter(offline.values()))}"
+        return report
     # The exit code must agree with the log: a run of exactly the listed tests must exit 0; one
     # that also ran other tests (their files, the whole suite) may fail only if the log shows a failure.
     exit_agrees = result.exit_code == 0 or (not result.exact and result.exit_code is not None and bool(result.failing()))
@@ -81,6 +99,54 @@ def grade_in_sandbox(sandbox: Sandbox, env: Environment, instance: TaskInstance,
         report.status = EvalStatus.UNRESOLVED
     report.reward = 1.0 if report.resolved else 0.0
     return report
+
+
+def test_files_to_run(spec: EnvSpec, instance: TaskInstance) -> list[str]:
+    """The files SWE-bench runs: those the test patch touches and leaves in place, with the files
+    of any listed node id, as far as the runner takes files; empty: the runner is given test ids
+    (or runs the whole suite)."""
+    kept = [f for f in patch_files(instance.test_patch) if f not in deleted_files(instance.test_patch)]
+    named = [t.split("::")[0] for t in instance.FAIL_TO_PASS + instance.PASS_TO_PASS if "::" in t]
+    return runnable(spec, kept + named)
+
+
+def _offline(result: SuiteRun, tests: list[str]) -> dict[str, str]:
+    """Listed tests that did not pass and whose failure the runner put down to a missing network."""
+    reasons = offline_failures(result.log, result.statuses)
+    found: dict[str, str] = {}
+    for test in tests:
+        if not passed(status_of(result.statuses, test)):
+            why = [reasons[key] for key in matches(result.statuses, test) if key in reasons]
+            if why:
+                found[test] = why[0]
+    return found
+
+
+_REFERENCE: dict[str, set[str]] = {}
+_REFERENCE_LOCK = threading.Lock()
+
+
+def _reference_offline(env: Environment, instance: TaskInstance, files: list[str], tests: list[str]) -> set[str]:
+    """The listed tests that fail for want of the network with the reference patch (once per task):
+    only those may leave scoring, so a candidate cannot opt a test out by making it look up a host."""
+    with _REFERENCE_LOCK:
+        if instance.instance_id in _REFERENCE:
+            return _REFERENCE[instance.instance_id]
+    sandbox = env.open(instance.base_commit)
+    try:
+        for patch, what in ((instance.patch, "reference patch"), (instance.test_patch, "test patch")):
+            if patch.strip():
+                apply_patch(sandbox, patch, what)
+        run = run_files(sandbox, env.spec, files, TEST_TIMEOUT_S) if files \
+            else run_tests(sandbox, env.spec, tests, TEST_TIMEOUT_S)
+        found = set(_offline(run, tests))
+    except (PatchApplyError, TestRunError):
+        found = set()
+    finally:
+        sandbox.close()
+    with _REFERENCE_LOCK:
+        _REFERENCE[instance.instance_id] = found
+    return found
 
 
 def in_fresh_sandbox(env: Environment, instance: TaskInstance, work: Callable[[Sandbox], RewardReport]) -> RewardReport:

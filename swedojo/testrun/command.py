@@ -69,6 +69,14 @@ def files_of(spec: EnvSpec, tests: Sequence[str]) -> list[str] | None:
     return list(dict.fromkeys(t.split("::", 1)[0] for t in tests))
 
 
+def runnable(spec: EnvSpec, paths: Sequence[str]) -> list[str]:
+    """The paths (a patch's files) the spec's runner takes as test files: Python files for pytest;
+    none for a runner that cannot be given files (it runs the whole suite)."""
+    if not selects_tests(spec):
+        return []
+    return [p for p in dict.fromkeys(paths) if p.endswith(".py")]
+
+
 def appended(spec: EnvSpec, items: Sequence[str]) -> str:
     """The spec's command with test files or ids appended, each quoted."""
     return " ".join([spec.test_command, *(shlex.quote(item) for item in items)])

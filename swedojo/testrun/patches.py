@@ -31,6 +31,11 @@ def patch_files(patch: str) -> list[str]:
     return files
 
 
+def deleted_files(patch: str) -> list[str]:
+    """Paths a unified git diff deletes."""
+    return re.findall(r"^diff --git a/(\S+) b/\S+\n(?:(?!diff --git).*\n)*?deleted file mode", patch, re.MULTILINE)
+
+
 def apply_commands(path: str) -> list[str]:
     """SWE-bench's fallbacks for applying the diff at `path`, in order; `patch` only if it applies whole."""
     return [

@@ -135,6 +135,12 @@ def run_suite(sandbox: Sandbox, spec: EnvSpec, timeout_s: float = DEFAULT_TIMEOU
     return run_command(sandbox, spec, suite_command(spec), timeout_s, agent_shell=agent_shell, exact=True)
 
 
+def run_files(sandbox: Sandbox, spec: EnvSpec, files: Sequence[str], timeout_s: float = DEFAULT_TIMEOUT_S) -> SuiteRun:
+    """Whole test files (`command.runnable` ones), as SWE-bench runs a test patch's files: never exact,
+    their other tests may fail on their own."""
+    return run_command(sandbox, spec, appended(spec, files), timeout_s)
+
+
 def run_tests(sandbox: Sandbox, spec: EnvSpec, tests: Sequence[str], timeout_s: float = DEFAULT_TIMEOUT_S, *,
               agent_shell: bool = False) -> SuiteRun:
     """These test files or ids; maybe more (see `command.selection`), never fewer.

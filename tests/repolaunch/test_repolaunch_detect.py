@@ -66,7 +66,8 @@ docs = ["sphinx"]
     assert (analysis.language, analysis.build_system) == ("python", "pyproject")
     # 3.11 is the newest version out by the date that CI and classifiers name and requires-python allows.
     assert analysis.runtime_version == "3.11" and analysis.debian_release == "bookworm"
-    assert analysis.runtime_allowed[:3] == ["3.11", "3.10", "3.9"] and "3.12" not in analysis.runtime_allowed
+    # Interpreters newer than the commit come last, nearest first: the ones to try when none of the others is there.
+    assert analysis.runtime_allowed == ["3.11", "3.10", "3.9", "3.8", "3.12", "3.13", "3.14"]
     assert analysis.install_commands == [
         "pip install --uploaded-prior-to 2023-06-01T00:00:00Z hatchling",
         ("pip install --uploaded-prior-to 2023-06-01T00:00:00Z 'attrs>=22' pytest-mock ujson pytest "
@@ -101,7 +102,7 @@ setup(
     assert analysis.runtime_version == "3.8" and analysis.debian_release == "bullseye"
     assert analysis.install_commands == [
         "pip install --uploaded-prior-to 2020-01-01T00:00:00Z setuptools wheel",
-        ("pip install --uploaded-prior-to 2020-01-01T00:00:00Z pytest -r requirements-test.txt -r requirements.txt "
+        ("pip install --uploaded-prior-to 2020-01-01T00:00:00Z pytest -r requirements.txt -r requirements-test.txt "
          "'.[testing]'"),
     ]
     assert "requirements-docs.txt" not in analysis.dependency_files
@@ -219,3 +220,68 @@ def test_debian_release_by_runtime() -> None:
     assert [debian_release("python", v) for v in ("3.7", "3.9", "3.10", "3.11", "3.12", "3.13")] == \
         ["bullseye", "bullseye", "bookworm", "bookworm", "trixie", "trixie"]
     assert debian_release("go", "1.22") == "bookworm"
+
+
+# --- failure classes seen on real repositories (SWE-bench Lite), each on a repo made here ---------
+
+def test_an_old_project_gets_the_nearest_newer_interpreter(tmp_path: Path) -> None:
+    """Classifiers naming only 3.3/3.4 and a 2014 commit: no Python of ours is that old, so the
+    nearest newer ones are tried, and dependencies resolve as of the chosen interpreter's release."""
+    from swedojo.repolaunch.detect import PythonPlanning
+    from swedojo.repolaunch.images import python_runtimes
+
+    write_tree(tmp_path, {"setup.py": "from setuptools import setup\nsetup(name='old', classifiers=[\n"
+                                      "    'Programming Language :: Python :: 3.3',\n"
+                                      "    'Programming Language :: Python :: 3.4'])\n"})
+    analysis = analyse(tmp_path, day("2014-06-01"))
+    assert analysis.runtime_allowed[:3] == ["3.6", "3.7", "3.8"]
+    assert python_runtimes(analysis) == ["3.9", "3.11", "3.13"]
+    planned = analyse(tmp_path, day("2014-06-01"), PythonPlanning(runtime="3.9"))
+    assert planned.runtime_version == "3.9" and planned.debian_release == "bullseye"
+    assert planned.resolution_date == "2020-10-05T00:00:00Z"
+    assert all("--uploaded-prior-to 2020-10-05T00:00:00Z" in c for c in planned.install_commands)
+
+
+def test_requirement_files_of_other_jobs_stay_out(tmp_path: Path) -> None:
+    """A minimum-versions file and the test pins conflict (click==8.0.0 vs click==8.1.3): only the
+    tests' file is installed, never every requirement file found."""
+    write_tree(tmp_path, {
+        "pyproject.toml": "[build-system]\nrequires = ['setuptools']\n[project]\nname = 'p'\nversion = '1'\n",
+        "requirements/tests.txt": "click==8.1.3\npytest==7.3.1\n",
+        "requirements/tests-pallets-min.txt": "click==8.0.0\n",
+        "requirements/dev.txt": "-r tests.txt\ntox\n",
+        "requirements/docs.txt": "sphinx\n",
+        "requirements/build.txt": "build\n",
+    })
+    analysis = analyse(tmp_path, day("2023-04-01"))
+    assert analysis.requirement_files == ["requirements/tests.txt"]
+    assert "tests-pallets-min" not in " ".join(analysis.install_commands)
+
+
+def test_tox_substitutions_do_not_reach_pip(tmp_path: Path) -> None:
+    write_tree(tmp_path, {
+        "setup.py": "from setuptools import setup\nsetup(name='p')\n",
+        "requirements-test.txt": "mock\n",
+        "tox.ini": "[tox]\nenvlist = py39\n[testenv]\ndeps =\n    {env:_PYTEST_TOX_EXTRA_DEP:}\n"
+                   "    hypothesis{env:HYPOTHESIS_PIN:>=3.56}\n    -r{toxinidir}/requirements-test.txt\n"
+                   "    {[base]deps}\ncommands = pytest {posargs}\n",
+    })
+    analysis = analyse(tmp_path, day("2021-01-01"))
+    assert not any("{" in command for command in analysis.install_commands), analysis.install_commands
+    assert "'hypothesis>=3.56'" in analysis.install_commands[-1]
+    assert analysis.requirement_files == ["requirements-test.txt"]
+
+
+def test_a_retry_plan_installs_undated_requirements_first_and_can_drop_requirement_files(tmp_path: Path) -> None:
+    """What a launch asks for after `No matching distribution found for atomicwrites>=1.0` (a
+    package deleted and uploaded again after the date), and after a requirement file that no
+    longer installs."""
+    from swedojo.repolaunch.detect import PythonPlanning
+
+    write_tree(tmp_path, {"setup.py": "from setuptools import setup\nsetup(name='p')\n",
+                          "requirements.txt": "rudolf2\n"})
+    undated = analyse(tmp_path, day("2019-01-01"), PythonPlanning(runtime="3.9", undated=("atomicwrites>=1.0",)))
+    assert undated.install_commands[0] == "pip install 'atomicwrites>=1.0'"
+    assert "-r requirements.txt" in undated.install_commands[-1]
+    bare = analyse(tmp_path, day("2019-01-01"), PythonPlanning(runtime="3.9", requirement_files=False))
+    assert bare.requirement_files == [] and "-r" not in " ".join(bare.install_commands)

@@ -82,3 +82,65 @@ def test_missing_repo_is_infra_error(tmp_path):
 
 def test_patch_files_lists_both_names():
     assert patch_files("diff --git a/x.py b/y.py\n") == ["x.py", "y.py"]
+
+
+# --- SWE-bench's id forms and tests that need the network, on a repo made here ------------------
+
+def test_bare_function_names_are_read_from_the_test_patch_files(tmp_path):
+    """sympy's lists name bare functions (`test_clamp_high`): the test patch's files are run whole
+    and each name is read from the log."""
+    mirror, task = make_task_repo(tmp_path)
+    task.FAIL_TO_PASS, task.PASS_TO_PASS = ["test_clamp_high"], ["test_add", "test_clamp_low"]
+    env = _env(mirror, task)
+    gold = grade(env, task, task.patch)
+    assert gold.status == EvalStatus.RESOLVED, gold.log_tail
+    assert gold.fail_to_pass == {"test_clamp_high": TestStatus.PASSED}
+    empty = grade(env, task, "")
+    assert empty.fail_to_pass == {"test_clamp_high": TestStatus.FAILED} and not empty.resolved
+
+
+OFFLINE_TEST = '''
+
+def test_lookup():
+    import socket
+    socket.getaddrinfo("swedojo-needs-a-network.invalid", 80)
+'''
+
+
+def _with_network_test(tmp_path, listed_as: str):
+    mirror, task = make_task_repo(tmp_path)
+    task.test_patch = task.test_patch.replace("@@ -8,3 +8,7 @@", "@@ -8,3 +8,12 @@") + "".join(
+        f"+{line}\n" for line in OFFLINE_TEST.splitlines())
+    getattr(task, listed_as).append("test_calc.py::test_lookup")
+    return _env(mirror, task), task
+
+
+def test_a_test_that_needs_the_network_is_left_out_and_named(tmp_path):
+    env, task = _with_network_test(tmp_path, "PASS_TO_PASS")
+    gold = grade(env, task, task.patch)
+    assert gold.status == EvalStatus.RESOLVED, gold.log_tail
+    assert list(gold.needs_network) == ["test_calc.py::test_lookup"]
+    assert "Name or service not known" in gold.needs_network["test_calc.py::test_lookup"] \
+        or "name resolution" in gold.needs_network["test_calc.py::test_lookup"]
+
+
+def test_a_task_whose_fail_to_pass_all_need_the_network_is_not_scored(tmp_path):
+    env, task = _with_network_test(tmp_path, "FAIL_TO_PASS")
+    task.FAIL_TO_PASS = ["test_calc.py::test_lookup"]
+    report = grade(env, task, task.patch)
+    assert report.status == EvalStatus.NEEDS_NETWORK and not report.resolved and report.reward == 0.0
+
+
+def test_a_candidate_cannot_opt_a_test_out_by_making_it_look_up_a_host(tmp_path):
+    """A patch that makes a listed test fail with a lookup error does not get it left out: only tests
+    that need the network with the reference patch too may leave scoring."""
+    env, task = _with_network_test(tmp_path, "PASS_TO_PASS")
+    from taskrepo import SOURCE, source_patch
+
+    fixed = SOURCE.replace("    return value\n", "    if value > high:\n        return high\n    return value\n")
+    cheat = source_patch("calc.py", SOURCE, fixed.replace(
+        "    return a + b\n", "    import socket\n    socket.getaddrinfo('x.invalid', 80)\n    return a + b\n"))
+    report = grade(env, task, cheat)
+    assert report.status == EvalStatus.UNRESOLVED
+    assert list(report.needs_network) == ["test_calc.py::test_lookup"]
+    assert report.pass_to_pass["test_calc.py::test_add"] == TestStatus.FAILED
