@@ -340,7 +340,8 @@ def run_command(
         raise typer.Exit(2) from None
     trajectory = result.trajectory
     console.print(f"exit status: [bold]{trajectory.exit_status.value}[/bold] after {len(trajectory.steps)} steps"
-                  + (f" ({trajectory.error})" if trajectory.error else ""))
+                  + (f" ({trajectory.error})" if trajectory.error else "")
+                  + (f"; stopped: {trajectory.stopped_by}" if trajectory.stopped_by else ""))
     sampled = sum(len(s.response_token_ids) for s in trajectory.steps)
     tiers = ", ".join(f"{t.name} {t.score:.2f}" if t.scored else f"{t.name} not scored ({t.evidence.get('not_scored')})"
                       for t in result.report.tiers)
