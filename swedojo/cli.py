@@ -85,14 +85,20 @@ def _default_run_dir() -> Path:
     return Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S")
 
 
-def _print_summary(summary, out: Path) -> None:
+def _records(n: int) -> str:
+    return f"{n} suite record{'s' if n != 1 else ''}"
+
+
+def _print_summary(summary, out: Path, skipped: int = 0) -> None:
+    """The table of statuses; `skipped`: suite records left out of the rate because they could not be read."""
     table = Table(title=f"{summary.suite} · policy {summary.policy}")
     table.add_column("status")
     table.add_column("instances", justify="right")
     for status, count in summary.counts.items():
         if count:
             table.add_row(status, str(count))
-    table.add_row("[bold]resolved rate[/bold]", f"[bold]{summary.resolved}/{summary.total} ({summary.resolved_rate:.0%})[/bold]")
+    left_out = f"; {_records(skipped)} skipped" if skipped else ""
+    table.add_row("[bold]resolved rate[/bold]", f"[bold]{summary.resolved}/{summary.total} ({summary.resolved_rate:.0%}{left_out})[/bold]")
     console.print(table)
     run_dir = RunDir(out)
     console.print(f"results: {run_dir.results}  summary: {run_dir.summary}  preds: {run_dir.preds}")
@@ -240,7 +246,9 @@ def eval_command(
     finally:
         if warm is not None:
             warm.close()
-    _print_summary(summary, out)
+    # Instances named by id are all there, whatever else failed to load; any other selection may lack some.
+    skipped = len(loaded_suite.loaded.errors) if not instance else 0
+    _print_summary(summary, out, skipped)
     if summary.not_started:
         console.print(f"[yellow]stopped[/yellow]: {summary.total - summary.not_started} of {summary.total} instances done, "
                       f"{summary.not_started} not started; resume with: {resume}")
@@ -249,6 +257,10 @@ def eval_command(
     if infra:
         console.print(f"[red]{infra} instance(s) ended in infra_error[/red]: the harness or environment failed, not "
                       f"the policy; see the errors in {RunDir(out).results}")
+    if skipped:
+        console.print(f"[red]skipped {_records(skipped)} that could not be read[/red]: left out of the resolved rate "
+                      f"(each named above and in {RunDir(out).summary} record_errors)")
+    if infra or skipped:
         raise typer.Exit(1)
 
 

@@ -33,7 +33,7 @@ class Summary(BaseModel):
     policy: str
     """Policy name."""
     total: int
-    """Instances in the suite that loaded."""
+    """Instances selected for the run, from the suite's records that loaded (`record_errors` lists the others)."""
     resolved: int
     """Instances resolved."""
     resolved_rate: float

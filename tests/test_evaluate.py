@@ -146,3 +146,19 @@ def test_a_set_stop_starts_no_further_instance_and_the_files_cover_what_ran(tmp_
     assert summary.total == len(instances) and summary.not_started == len(instances) - len(rows)
     assert json.loads((tmp_path / "summary.json").read_text())["not_started"] == summary.not_started
     assert {p["instance_id"] for p in json.loads((tmp_path / "preds.json").read_text())} == {r["instance_id"] for r in rows}
+
+
+def test_skipped_records_are_in_the_rate_and_the_exit_code(tmp_path):
+    mirror, task = make_task_repo(tmp_path / "mirror")
+    path = tmp_path / "suite.jsonl"
+    path.write_text(task.model_dump_json() + '\n{"instance_id": "owner__calc-bad", "repo": \n')
+    base = ["eval", "--suite", str(path), "--policy", "gold", "--mirror", str(mirror), "--no-launch", "--rewards", "resolved"]
+    result = CliRunner().invoke(app, [*base, "--out", str(tmp_path / "all")])
+    assert result.exit_code == 1, result.output
+    assert "skipped record suite.jsonl:2" in result.output and "1/1 (100%; 1 suite record skipped)" in result.output
+    assert result.output.splitlines()[-1].startswith("skipped 1 suite record that could not be read: left out of the resolved rate")
+    summary = json.loads((tmp_path / "all" / "summary.json").read_text())
+    assert summary["total"] == 1 and summary["record_errors"][0].startswith("suite.jsonl:2")
+    # named by id, the instances are all there whatever else could not be read
+    named = CliRunner().invoke(app, [*base, "--out", str(tmp_path / "named"), "--instance", task.instance_id])
+    assert named.exit_code == 0 and "1/1 (100%)" in named.output, named.output
