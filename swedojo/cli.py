@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import json
+import shlex
+import signal
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from swedojo.datasets.gen.cli import gen_command
@@ -79,21 +85,62 @@ def _default_run_dir() -> Path:
     return Path("runs") / datetime.now().strftime("%Y%m%d-%H%M%S")
 
 
-def _print_summary(summary, out: Path) -> None:
+def _records(n: int) -> str:
+    return f"{n} suite record{'s' if n != 1 else ''}"
+
+
+def _print_summary(summary, out: Path, skipped: int = 0) -> None:
+    """The table of statuses; `skipped`: suite records left out of the rate because they could not be read."""
     table = Table(title=f"{summary.suite} · policy {summary.policy}")
     table.add_column("status")
     table.add_column("instances", justify="right")
     for status, count in summary.counts.items():
         if count:
             table.add_row(status, str(count))
-    table.add_row("[bold]resolved rate[/bold]", f"[bold]{summary.resolved}/{summary.total} ({summary.resolved_rate:.0%})[/bold]")
+    left_out = f"; {_records(skipped)} skipped" if skipped else ""
+    table.add_row("[bold]resolved rate[/bold]", f"[bold]{summary.resolved}/{summary.total} ({summary.resolved_rate:.0%}{left_out})[/bold]")
     console.print(table)
     run_dir = RunDir(out)
     console.print(f"results: {run_dir.results}  summary: {run_dir.summary}  preds: {run_dir.preds}")
 
 
+def _resume_command(ctx: typer.Context, out: Path) -> str:
+    """The `dojo eval` that continues this run: the options as given, with --out and without --restart."""
+    args = ["dojo", "eval"]
+    for param in ctx.command.params:  # every one an option
+        source = ctx.get_parameter_source(param.name)
+        if source is None or source.name == "DEFAULT" or param.name in ("out", "restart"):
+            continue
+        value = ctx.params[param.name]
+        if getattr(param, "is_flag", False):
+            args.append(param.opts[0] if value else param.secondary_opts[0])
+            continue
+        for item in value if param.multiple else [value]:
+            args += [param.opts[0], str(item)]
+    return shlex.join([*args, "--out", str(out)])
+
+
+@contextmanager
+def _first_interrupt_stops(stop: threading.Event) -> Iterator[None]:
+    """Inside the block a first Ctrl-C sets `stop` (a run in flight ends cleanly, resumable); a second
+    one raises KeyboardInterrupt, for a user who cannot wait for the running instances."""
+
+    def interrupted(signum: int, frame: object) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+        console.print("[yellow]stopping[/yellow]: no new instance starts, the running ones finish (Ctrl-C again to stop at once)")
+
+    previous = signal.signal(signal.SIGINT, interrupted)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 @app.command("eval")
 def eval_command(
+    ctx: typer.Context,
     suite: str = typer.Option(..., help="A registered suite name (e.g. demo) or a .jsonl/.json/.parquet file."),
     policy: str = typer.Option("gold", help="gold, empty, model or replay."),
     out: Path = typer.Option(None, help="Run directory (default runs/<timestamp>); an existing one is resumed."),
@@ -185,18 +232,35 @@ def eval_command(
         warm = SandboxPool(pool)
     resolver = EnvironmentResolver(backend=backend, mirror=loaded_suite.mirror, launch=launching,
                                    launch_dir=RunDir(out).environments, pool=warm)
+    stop = threading.Event()
+    resume = escape(_resume_command(ctx, out))
     try:
-        with Heartbeat(progress, console.print):
+        with Heartbeat(progress, console.print), _first_interrupt_stops(stop):
             summary = evaluate(instances, lambda: make_policy(policy, model_backend, trajectories, agent), resolver, out,
-                               suite, loaded_suite.loaded.errors, workers, show, reward_config, on_start=started)
+                               suite, loaded_suite.loaded.errors, workers, show, reward_config, on_start=started, stop=stop)
+    except KeyboardInterrupt:
+        done = len(RunDir(out).read_results())
+        console.print(f"[red]interrupted[/red]: {done} of {len(instances)} instances have results, the running ones "
+                      f"were abandoned; resume with: {resume}")
+        raise typer.Exit(130) from None
     finally:
         if warm is not None:
             warm.close()
-    _print_summary(summary, out)
+    # Instances named by id are all there, whatever else failed to load; any other selection may lack some.
+    skipped = len(loaded_suite.loaded.errors) if not instance else 0
+    _print_summary(summary, out, skipped)
+    if summary.not_started:
+        console.print(f"[yellow]stopped[/yellow]: {summary.total - summary.not_started} of {summary.total} instances done, "
+                      f"{summary.not_started} not started; resume with: {resume}")
+        raise typer.Exit(130)
     infra = summary.counts.get("infra_error", 0)
     if infra:
         console.print(f"[red]{infra} instance(s) ended in infra_error[/red]: the harness or environment failed, not "
                       f"the policy; see the errors in {RunDir(out).results}")
+    if skipped:
+        console.print(f"[red]skipped {_records(skipped)} that could not be read[/red]: left out of the resolved rate "
+                      f"(each named above and in {RunDir(out).summary} record_errors)")
+    if infra or skipped:
         raise typer.Exit(1)
 
 
@@ -288,7 +352,8 @@ def run_command(
         raise typer.Exit(2) from None
     trajectory = result.trajectory
     console.print(f"exit status: [bold]{trajectory.exit_status.value}[/bold] after {len(trajectory.steps)} steps"
-                  + (f" ({trajectory.error})" if trajectory.error else ""))
+                  + (f" ({trajectory.error})" if trajectory.error else "")
+                  + (f"; stopped: {trajectory.stopped_by}" if trajectory.stopped_by else ""))
     sampled = sum(len(s.response_token_ids) for s in trajectory.steps)
     tiers = ", ".join(f"{t.name} {t.score:.2f}" if t.scored else f"{t.name} not scored ({t.evidence.get('not_scored')})"
                       for t in result.report.tiers)

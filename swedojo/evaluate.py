@@ -10,7 +10,6 @@ import hashlib
 import json
 import threading
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from pathlib import Path
 from typing import Callable
@@ -34,7 +33,7 @@ class Summary(BaseModel):
     policy: str
     """Policy name."""
     total: int
-    """Instances in the suite that loaded."""
+    """Instances selected for the run, from the suite's records that loaded (`record_errors` lists the others)."""
     resolved: int
     """Instances resolved."""
     resolved_rate: float
@@ -43,6 +42,8 @@ class Summary(BaseModel):
     """Instances per EvalStatus."""
     record_errors: list[str] = []
     """Suite records that could not be loaded, one line each."""
+    not_started: int = 0
+    """Instances without a result because the run was stopped before they started; a resume runs them."""
 
 
 def suite_sha256(instances: list[TaskInstance]) -> str:
@@ -100,12 +101,15 @@ def evaluate(
     on_result: Callable[[InstanceResult], None] | None = None,
     rewards: RewardConfig | None = None,
     on_start: Callable[[TaskInstance], None] | None = None,
+    stop: threading.Event | None = None,
 ) -> Summary:
     """Evaluate every instance without a result in `out/results.jsonl` (or with an infra_error one)
     and write the run's files; `claim` the directory first to have its inputs recorded and checked.
 
     With `rewards`, every instance is also scored on the reward tiers (three test runs instead of one;
     the suite's run at base is kept in `out/baselines`, so a resumed run does not repeat it).
+    Once `stop` is set no further instance starts; those running finish, and the files are written
+    over the results so far (`Summary.not_started` counts the rest).
     """
     out.mkdir(parents=True, exist_ok=True)
     run_dir = RunDir(out)
@@ -126,8 +130,31 @@ def evaluate(
             if on_result:
                 on_result(result)
 
-    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        list(pool.map(work, todo))
+    queue = iter(todo)
+    failures: list[Exception] = []
+
+    def take() -> TaskInstance | None:
+        with lock:
+            stopped = failures or (stop is not None and stop.is_set())
+            return None if stopped else next(queue, None)
+
+    def worker() -> None:
+        try:
+            while (instance := take()) is not None:
+                work(instance)
+        except Exception as exc:  # raised again in the caller's thread
+            with lock:
+                failures.append(exc)
+
+    # Daemon threads, so that a KeyboardInterrupt in the caller's thread can end the process at once
+    # (a pool's threads are waited for at exit); the running sandboxes end with the process.
+    threads = [threading.Thread(target=worker, name=f"swedojo-eval-{n}", daemon=True) for n in range(max(1, workers))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failures:
+        raise failures[0]
 
     ordered = [done[i.instance_id] for i in instances if i.instance_id in done]
     counts = Counter(r.status.value for r in ordered)
@@ -136,7 +163,7 @@ def evaluate(
         suite=suite_name, policy=policy_name, total=len(instances), resolved=resolved,
         resolved_rate=resolved / len(instances) if instances else 0.0,
         counts={s.value: counts.get(s.value, 0) for s in EvalStatus},
-        record_errors=[str(e) for e in record_errors or []],
+        record_errors=[str(e) for e in record_errors or []], not_started=len(instances) - len(ordered),
     )
     run_dir.summary.write_text(summary.model_dump_json(indent=2))
     preds = [{"instance_id": r.instance_id, "model_name_or_path": policy_name, "model_patch": r.patch} for r in ordered]

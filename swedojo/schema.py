@@ -264,6 +264,9 @@ class Trajectory(BaseModel):
     """Hash over all tool fingerprints."""
     exit_status: ExitStatus = ExitStatus.RUNNING
     """Why the run ended."""
+    stopped_by: str = ""
+    """The limit that ended the run and its setting, e.g. `3 turns in a row without a valid tool call
+    (limit max_format_errors=3)`; empty when no limit did."""
     patch: str = ""
     """The submitted diff against base_commit."""
     error: str = ""

@@ -1,11 +1,16 @@
-"""`dojo eval` end to end on a suite file: results, summary, sb-cli preds, bad input, resume."""
+"""`dojo eval` end to end on a suite file: results, summary, sb-cli preds, bad input, resume, stop."""
 
 import json
+import threading
 
 from taskrepo import make_task_repo
 from typer.testing import CliRunner
 
+from swedojo.agent.factory import make_policy
 from swedojo.cli import app
+from swedojo.datasets.registry import load_suite
+from swedojo.evaluate import evaluate
+from swedojo.rollout import EnvironmentResolver
 
 
 def _suite(tmp_path):
@@ -128,3 +133,32 @@ def test_selection_by_id_slice_and_limit(tmp_path):
     bad = CliRunner().invoke(app, [*base, "--out", str(tmp_path / "c"), "--slice", "one:two"])
     assert bad.exit_code == 2 and "--slice takes A:B" in bad.output
     assert CliRunner().invoke(app, ["--version"]).output.startswith("swedojo ")
+
+
+def test_a_set_stop_starts_no_further_instance_and_the_files_cover_what_ran(tmp_path):
+    suite = load_suite("demo")
+    instances = suite.loaded.instances
+    stop = threading.Event()
+    summary = evaluate(instances, lambda: make_policy("gold"), EnvironmentResolver(mirror=suite.mirror), tmp_path, "demo",
+                       workers=2, on_result=lambda result: stop.set(), stop=stop)
+    rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    assert 1 <= len(rows) <= 2 < len(instances)  # the instances the two workers had begun, no more
+    assert summary.total == len(instances) and summary.not_started == len(instances) - len(rows)
+    assert json.loads((tmp_path / "summary.json").read_text())["not_started"] == summary.not_started
+    assert {p["instance_id"] for p in json.loads((tmp_path / "preds.json").read_text())} == {r["instance_id"] for r in rows}
+
+
+def test_skipped_records_are_in_the_rate_and_the_exit_code(tmp_path):
+    mirror, task = make_task_repo(tmp_path / "mirror")
+    path = tmp_path / "suite.jsonl"
+    path.write_text(task.model_dump_json() + '\n{"instance_id": "owner__calc-bad", "repo": \n')
+    base = ["eval", "--suite", str(path), "--policy", "gold", "--mirror", str(mirror), "--no-launch", "--rewards", "resolved"]
+    result = CliRunner().invoke(app, [*base, "--out", str(tmp_path / "all")])
+    assert result.exit_code == 1, result.output
+    assert "skipped record suite.jsonl:2" in result.output and "1/1 (100%; 1 suite record skipped)" in result.output
+    assert result.output.splitlines()[-1].startswith("skipped 1 suite record that could not be read: left out of the resolved rate")
+    summary = json.loads((tmp_path / "all" / "summary.json").read_text())
+    assert summary["total"] == 1 and summary["record_errors"][0].startswith("suite.jsonl:2")
+    # named by id, the instances are all there whatever else could not be read
+    named = CliRunner().invoke(app, [*base, "--out", str(tmp_path / "named"), "--instance", task.instance_id])
+    assert named.exit_code == 0 and "1/1 (100%)" in named.output, named.output

@@ -325,9 +325,26 @@ class ModelPolicy:
             except SandboxError as exc:
                 status, trajectory.error = ExitStatus.INFRA_ERROR, f"sandbox: {exc}"
         trajectory.exit_status = status
+        trajectory.stopped_by = self.limit_reached(episode, status)
         trajectory.finished_at = datetime.now(timezone.utc)
         self.checkpoint(episode)
         return trajectory
+
+    def limit_reached(self, episode: Episode, status: ExitStatus) -> str:
+        """The limit behind a limit status, with its setting, so a reader knows which one to raise."""
+        limits = self.config.limits
+        if status == ExitStatus.LIMIT_STEPS:
+            return f"{len(episode.trajectory.steps)} steps (limit max_steps={limits.max_steps})"
+        if status == ExitStatus.LIMIT_TOKENS:
+            return f"{episode.sampled} tokens sampled (limit max_tokens={limits.max_tokens})"
+        if status == ExitStatus.LIMIT_TIME:
+            return f"{time.monotonic() - episode.started:.0f}s of wall time (limit max_wall_s={limits.max_wall_s:g})"
+        if status == ExitStatus.FORMAT_ERRORS:
+            return (f"{episode.format_errors.consecutive} turns in a row without a valid tool call "
+                    f"(limit max_format_errors={limits.max_format_errors})")
+        if status == ExitStatus.TIMEOUTS:
+            return f"{episode.timeouts} turns in a row with a timed-out tool call (limit max_timeouts={limits.max_timeouts})"
+        return ""
 
     @staticmethod
     def _record_prompt(trajectory: Trajectory, step: Step, generation: Generation, context: list[int]) -> list[int]:

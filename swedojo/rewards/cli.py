@@ -36,7 +36,8 @@ def export_command(
     ),
     drop_zero_variance: bool = typer.Option(False, help="Leave out groups whose rewards are all equal."),
 ) -> None:
-    """Export trajectories with rewards for training. Exits 1 when any record was refused."""
+    """Export trajectories with rewards for training. Exits 1 when any record was refused, 2 when the
+    directories are not runs or cannot be exported together (scored with other reward settings)."""
     # Imported here so that pyarrow loads only for this command.
     from swedojo.rewards.advantages import AdvantageConfig
     from swedojo.rewards.export import RunDirError, export_messages, export_tokens

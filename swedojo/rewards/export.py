@@ -4,7 +4,8 @@ Input: one or more `dojo eval` run directories (`results.jsonl` of InstanceResul
 `trajectories/<id>.json`). Several run directories over the same suite are several rollouts per
 task; rollouts share a group when their `Trajectory.group_id` is equal, or, when it is empty,
 their instance id. The reward of a trajectory is its instance's `report.reward` in the run's
-results.jsonl. Runs that ended in infra_error are skipped: not the agent's doing, so no signal.
+results.jsonl, so several runs must have been scored alike (`run.json` rewards), else one patch
+would carry two rewards. Runs that ended in infra_error are skipped: not the agent's doing, so no signal.
 
 `tokens` records never re-tokenise text: they are the ids the engine sampled. Field mapping:
 
@@ -40,12 +41,13 @@ import pyarrow.parquet as pq
 from pydantic import BaseModel, ValidationError
 
 from swedojo.rewards.advantages import AdvantageConfig, group_advantages
-from swedojo.rundir import InstanceResult, RunDir
+from swedojo.rundir import InstanceResult, RunDir, RunManifest
 from swedojo.schema import EvalStatus, ExitStatus, LogprobKind, Step, Trajectory
 
 
 class RunDirError(ValueError):
-    """A path given as a run directory is not one (or two share a name, so sample ids would clash)."""
+    """A path given as a run directory is not one, or several cannot be exported together (two share
+    a name, so sample ids would clash, or they were scored with different reward settings)."""
 
 
 class TokenMismatchError(ValueError):
@@ -205,18 +207,45 @@ class ExportSummary(BaseModel):
     """Samples of groups with zero reward variance, when asked to drop them."""
 
 
+def _reward_settings(root: Path) -> str:
+    """The reward settings a run was scored with, from its manifest."""
+    manifest = RunDir(root).manifest
+    if not manifest.is_file():
+        raise RunDirError(f"{root}: no {manifest.name}, so the reward settings it was scored with are unknown "
+                          "and cannot be checked against the other runs; export it alone")
+    try:
+        return RunManifest.model_validate_json(manifest.read_text(encoding="utf-8")).rewards
+    except ValidationError as exc:
+        raise RunDirError(f"{manifest}: unreadable: {exc.errors()[0]['msg']}") from None
+
+
+def _check_scored_alike(run_dirs: Sequence[Path]) -> None:
+    """Several runs' rewards are compared by a trainer only if the same settings made them."""
+    if len(run_dirs) < 2:
+        return
+    first, *others = run_dirs
+    settings = _reward_settings(first)
+    for root in others:
+        theirs = _reward_settings(root)
+        if theirs != settings:
+            raise RunDirError(f"{first} and {root} were scored with different reward settings "
+                              f"(rewards: {settings} vs {theirs}); export runs scored alike")
+
+
 def load_samples(run_dirs: Sequence[Path]) -> tuple[list[Sample], list[Refusal], list[Refusal]]:
     """(samples, refused, skipped) of the run directories, in order and by trajectory file name."""
     names = [d.name for d in run_dirs]
     if len(set(names)) != len(names):
         raise RunDirError(f"run directories must have distinct names (sample ids use them): {', '.join(names)}")
+    for root in run_dirs:
+        if not RunDir(root).results.is_file():
+            raise RunDirError(f"{root}: no {RunDir(root).results.name}; not a `dojo eval` run directory")
+    _check_scored_alike(run_dirs)
     samples: list[Sample] = []
     refused: list[Refusal] = []
     skipped: list[Refusal] = []
     for root in run_dirs:
         run_dir = RunDir(root)
-        if not run_dir.results.is_file():
-            raise RunDirError(f"{root}: no {run_dir.results.name}; not a `dojo eval` run directory")
         results = run_dir.read_results()
         for path in run_dir.trajectory_files():
             sample_id = f"{root.name}/{path.stem}"

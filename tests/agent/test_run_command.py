@@ -83,3 +83,25 @@ def test_run_says_what_was_scored_and_keeps_its_files_when_the_model_stops_answe
     report = json.loads((out / "report.json").read_text())
     assert report["status"] == "not_graded" and [t["scored"] for t in report["tiers"]] == [True, False]
     assert "README.md" in (out / "patch.diff").read_text()
+
+
+def test_run_says_which_limit_ended_it(tmp_path):
+    repo, issue = _setup(tmp_path)
+    chatter = tmp_path / "chatter.json"  # no tool call in any turn: format errors
+    chatter.write_text(json.dumps([{"content": f"Thinking about it ({i})."} for i in range(20)]))
+    busy = tmp_path / "busy.json"  # a valid call every turn, never a submit
+    busy.write_text(json.dumps([{"content": _call("bash", command="ls")} for _ in range(20)]))
+    ends = {}
+    for name, script, steps in (("chatter", chatter, "20"), ("busy", busy, "4")):
+        out = tmp_path / name
+        result = CliRunner().invoke(app, ["run", "--repo", str(repo), "--issue", str(issue), "--model", f"scripted:{script}",
+                                          "--out", str(out), "--max-steps", steps])
+        assert result.exit_code == 0, result.output
+        ends[name] = (result.output, Trajectory.model_validate_json((out / "trajectory.json").read_text()))
+    output, trajectory = ends["chatter"]
+    said = "3 turns in a row without a valid tool call (limit max_format_errors=3)"
+    assert trajectory.exit_status == ExitStatus.FORMAT_ERRORS and trajectory.stopped_by == said
+    assert f"exit status: format_errors after 3 steps; stopped: {said}" in output
+    output, trajectory = ends["busy"]
+    assert trajectory.exit_status == ExitStatus.LIMIT_STEPS and trajectory.stopped_by == "4 steps (limit max_steps=4)"
+    assert "exit status: limit_steps after 4 steps; stopped: 4 steps (limit max_steps=4)" in output

@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 from swedojo.cli import app
 from swedojo.rewards.advantages import AdvantageConfig
 from swedojo.rewards.export import TOKEN_SCHEMA, TokenRecord, export_tokens, read_token_records
-from swedojo.rundir import InstanceResult
+from swedojo.rundir import InstanceResult, RunManifest
 from swedojo.schema import EvalStatus, ExitStatus, LogprobKind, RewardReport, Step, TierScore, ToolCall, Trajectory
 
 
@@ -41,6 +41,9 @@ def _result(instance_id: str, reward: float, status: EvalStatus = EvalStatus.UNR
 
 def _write_run(run_dir, rows: list[tuple[Trajectory, InstanceResult]]) -> None:
     (run_dir / "trajectories").mkdir(parents=True)
+    manifest = RunManifest(suite="s", suite_sha256="0" * 64, policy="model", model="tiny-moe", rewards="resolved",
+                           swedojo_version="0")
+    (run_dir / "run.json").write_text(manifest.model_dump_json())
     for trajectory, result in rows:
         (run_dir / "trajectories" / f"{trajectory.instance_id}.json").write_text(trajectory.model_dump_json())
     (run_dir / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for _, r in rows))
@@ -215,3 +218,25 @@ def test_a_scripted_run_is_refused_as_tokens(tmp_path):
     result = CliRunner().invoke(app, ["export", str(run), "--format", "tokens", "--out", str(tmp_path / "tokens.jsonl"), "--no-std"])
     assert result.exit_code == 1 and "its logprobs are placeholders (replayed" in result.output, result.output
     assert read_token_records(tmp_path / "tokens.parquet") == []
+
+
+def test_runs_scored_with_other_reward_settings_are_not_mixed(tmp_path):
+    """The same gold patch earns another reward under tiers than under resolved: a trainer must not see both."""
+    runs = {}
+    for rewards in ("tiers", "resolved"):
+        runs[rewards] = tmp_path / rewards
+        ran = CliRunner().invoke(app, ["eval", "--suite", "demo", "--policy", "gold", "--limit", "1", "--rewards", rewards,
+                                       "--out", str(runs[rewards])])
+        assert ran.exit_code == 0, ran.output
+    out = ["--format", "messages", "--out", str(tmp_path / "messages.jsonl")]
+    mixed = CliRunner().invoke(app, ["export", str(runs["tiers"]), str(runs["resolved"]), *out])
+    assert mixed.exit_code == 2, mixed.output
+    assert mixed.output.startswith(f"error: {runs['tiers']} and {runs['resolved']} were scored with different reward "
+                                   'settings (rewards: {"mode":"gated","weights":{}} vs resolved)')
+    assert len(mixed.output.splitlines()) == 1 and not (tmp_path / "messages.jsonl").exists()
+    alone = CliRunner().invoke(app, ["export", str(runs["tiers"]), *out])
+    assert alone.exit_code == 0 and "wrote 1 records" in alone.output, alone.output
+    (runs["resolved"] / "run.json").unlink()
+    unknown = CliRunner().invoke(app, ["export", str(runs["tiers"]), str(runs["resolved"]), *out])
+    assert unknown.exit_code == 2 and f"{runs['resolved']}: no run.json, so the reward settings" in unknown.output
+    assert "unknown" in unknown.output

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
+from toolfixtures import git
 
 from swedojo.sandboxes.base import SandboxConfig
 from swedojo.sandboxes.local import LocalSandbox
-from swedojo.schema import ToolCall
+from swedojo.schema import EnvSpec, ToolCall
 from swedojo.tools.base import ToolContext, ToolResult
 from swedojo.tools.registry import ToolRegistry
 
@@ -85,6 +88,31 @@ def test_run_tests_reports_each_named_test_and_the_log_tail(call) -> None:
     assert "--- log tail ---" in result.output and "TZ is UTC" in result.output  # the spec's env_vars are set
     wrong_id = call("run_tests", tests=["checks::add", "checks::nope"])
     assert "Not found in the log (counted as failed; check the ids): checks::nope" in wrong_id.output
+
+
+def test_run_tests_reports_a_file_or_class_by_the_tests_under_it(tmp_path: Path, registry: ToolRegistry) -> None:
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_x.py").write_text(
+        "class TestClass:\n    def test_a(self):\n        pass\n\n    def test_b(self):\n        pass\n\n"
+        "    def test_c(self):\n        assert False\n\n\n"
+        "class TestClassic:\n    def test_d(self):\n        pass\n\n\ndef test_e():\n    pass\n"
+    )
+    git(tmp_path, "init", "-q")
+    git(tmp_path, "add", "-A")
+    git(tmp_path, "-c", "user.email=t@example.invalid", "-c", "user.name=t", "commit", "-qm", "tests")
+    env = EnvSpec(repo="t", commit="HEAD", test_command=f"{sys.executable} -m pytest -rA -p no:cacheprovider",
+                  log_parser="pytest", env_vars={"PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
+    with LocalSandbox(tmp_path, "HEAD") as box:
+        def run(*tests: str) -> str:
+            return registry.dispatch(ToolCall(name="run_tests", arguments={"tests": list(tests)}), box, ToolContext(env=env)).output
+
+        by_class = run("tests/test_x.py::TestClass")
+        assert "tests/test_x.py::TestClass: 1 FAILED, 2 PASSED" in by_class and "Not found" not in by_class, by_class
+        by_file = run("tests/test_x.py")
+        assert "tests/test_x.py: 1 FAILED, 4 PASSED" in by_file and "Not found" not in by_file, by_file
+        nothing_under = run("tests/test_x.py::TestClass", "tests/test_x.py::TestNone")
+        assert "Not found in the log (counted as failed; check the ids): tests/test_x.py::TestNone" in nothing_under
+        assert "tests/test_x.py::TestClass: 1 FAILED, 2 PASSED" in nothing_under, nothing_under
 
 
 def test_run_tests_leaves_the_terminal_where_it_was(sandbox, call) -> None:

@@ -30,7 +30,7 @@ def gen_command(
     mode: str = typer.Option(..., "--from", help="history (mine fix commits) or mutations (inject bugs)."),
     out: Path = typer.Option(None, help="Output directory (default gen/<owner>__<name>); an existing one is resumed."),
     seed: int = typer.Option(0, help="Seed of the candidate sampling: the same seed gives the same suite."),
-    max_tasks: int = typer.Option(20, help="Stop once this many validated tasks are kept."),
+    max_tasks: int = typer.Option(20, "--max-tasks", "--limit", help="Stop once this many validated tasks are kept."),
     rev_range: str = typer.Option(None, "--range", help="History: only commits in A..B."),
     mirror: Path = typer.Option(None, help="Directory of local repos as owner/name, for REPO given as owner/name."),
     issues_dir: Path = typer.Option(None, help="History: issue texts as N.md / N.txt / N.json, for commits naming #N."),

@@ -60,7 +60,13 @@ class RunTestsTool(Tool[RunTestsParams]):
         lines += [f"{statuses[t].value} {t}" for t in bad[:MAX_LISTED]]
         if len(bad) > MAX_LISTED:
             lines.append(f"[{len(bad) - MAX_LISTED} more tests did not pass]")
-        missing = [t for t in params.tests if t not in statuses]
+        missing: list[str] = []
+        for test in (t for t in params.tests if t not in statuses):  # a file or class id: the tests under it
+            under = Counter(status.value for t, status in statuses.items() if t.startswith(f"{test}::"))
+            if under:
+                lines.append(f"{test}: " + ", ".join(f"{n} {status}" for status, n in sorted(under.items())))
+            else:
+                missing.append(test)
         if missing:
             lines.append(f"Not found in the log (counted as failed; check the ids): {', '.join(missing[:MAX_LISTED])}")
         lines.append(f"--- log tail ---\n{_tail(result.log, LOG_TAIL_BYTES)}")
