@@ -117,20 +117,22 @@ def _checkout(source: Path, sha: str, log: BuildLog) -> Iterator[Path]:
         yield workdir
 
 
-def _analyse(request: SetupRequest, when: datetime, log: BuildLog, agent: SetupAgent | None) -> RepoAnalysis:
+def _analyse(request: SetupRequest, when: datetime, log: BuildLog, agent: SetupAgent | None) -> tuple[RepoAnalysis, bool]:
+    """The analysis, and whether the rules made it (a setup agent's plan is tried as it is)."""
     log.begin("analyse")
+    ruled = True
     try:
         analysis = analyse(request.workdir, when)
     except NoBuildSystemError as exc:
         if agent is None:
             raise AnalyseError(f"{exc}; no setup agent is configured to take over", log.path) from exc
         log.begin("setup agent (analyse)")
-        analysis = agent.propose(request.model_copy(update={"stage": "analyse", "failure": str(exc)}))
+        analysis, ruled = agent.propose(request.model_copy(update={"stage": "analyse", "failure": str(exc)})), False
     for item in analysis.evidence:
         log.write(f"  {item.file}: {item.says}\n")
     log.write(f"  -> {analysis.language} / {analysis.build_system}, runtime {analysis.runtime_version} "
               f"(debian {analysis.debian_release}), tests: {analysis.test_command} [{analysis.log_parser}]\n")
-    return analysis
+    return analysis, ruled
 
 
 def _with_agent(request: SetupRequest, analysis: RepoAnalysis, log: BuildLog, agent: SetupAgent | None,
@@ -308,8 +310,9 @@ def _launch(repo: str, out: Path, commit: str, backend: str, mirror: Path | None
     with _checkout(source, sha, log) as workdir:
         request = SetupRequest(repo=repo, commit=sha, workdir=workdir, analysis=None, stage="",
                                failure="", log_path=log.path)
-        analysis = _analyse(request, when, log, agent)
-        plans = [PythonPlanning(runtime=runtime) for runtime in builder.runtimes(analysis, log)][:MAX_RUNTIMES]
+        analysis, ruled = _analyse(request, when, log, agent)
+        plans = [PythonPlanning(runtime=runtime) for runtime in builder.runtimes(analysis, log)][:MAX_RUNTIMES] \
+            if ruled else [PythonPlanning(runtime=analysis.runtime_version)]
         failed: list[str] = []
         while plans and len(failed) < MAX_ATTEMPTS:
             plan = plans.pop(0)
@@ -321,10 +324,13 @@ def _launch(repo: str, out: Path, commit: str, backend: str, mirror: Path | None
                 spec = _attempt(repo, sha, workdir, source, out, analysis, request, builder, log, agent,
                                 cache_dir, runs, test_timeout, tests)
             except (InstallError, DiscoveryError, ValidateError) as exc:
-                what = f"{analysis.language} {plan.describe() or analysis.runtime_version}"
+                what = plan.describe() or f"{analysis.language} {analysis.runtime_version}"
                 failed.append(f"{what}: [{exc.stage}] {exc.message}")
-                if analysis.language == "python" and (retry := _retry(plan, analysis, log, started)):
+                said = _since(log, started)
+                if ruled and analysis.language == "python" and (retry := _retry(plan, analysis, said)):
                     plans.insert(0, retry)
+                elif not _INTERPRETER_TROUBLE.search(said):
+                    plans.clear()  # nothing says the interpreter is the trouble: another one would fail alike
                 log.begin(f"the environment with {what} failed at {exc.stage}: {exc.message}"
                           + ("; trying the next plan" if plans else ""))
                 if not plans or len(failed) >= MAX_ATTEMPTS:
@@ -341,14 +347,23 @@ def _launch(repo: str, out: Path, commit: str, backend: str, mirror: Path | None
 _NO_DISTRIBUTION = re.compile(r"No matching distribution found for (\S+)")
 
 
-def _retry(plan: PythonPlanning, analysis: RepoAnalysis, log: BuildLog, since: int) -> PythonPlanning | None:
+_INTERPRETER_TROUBLE = re.compile(r"Traceback \(most recent call last\)|INTERNALERROR|SyntaxError|ImportError"
+                                  r"|No matching distribution found|Requires-Python|requires a different Python")
+"""A failed attempt another interpreter may cure: the code, its runner or a dependency broke on
+this one, or the index has no release of a requirement for it."""
+
+
+def _since(log: BuildLog, offset: int) -> str:
+    with log.path.open("rb") as handle:
+        handle.seek(offset)
+        return handle.read().decode(errors="replace")
+
+
+def _retry(plan: PythonPlanning, analysis: RepoAnalysis, said: str) -> PythonPlanning | None:
     """The same runtime planned again after a failed attempt, from what its part of the build log
-    says: with the requirements the index had no dated release of installed undated, else without
+    (`said`) says: with the requirements the index had no dated release of installed undated, else without
     the requirement files (their pins may install a test runner too old for the interpreter);
     None when neither is left to try."""
-    with log.path.open("rb") as handle:
-        handle.seek(since)
-        said = handle.read().decode(errors="replace")
     missing = [r for r in dict.fromkeys(_NO_DISTRIBUTION.findall(said)) if r not in plan.undated]
     if missing and len(plan.undated) < 5:
         return plan.model_copy(update={"undated": (*plan.undated, *missing)})

@@ -110,9 +110,9 @@ def test_rebuild_from_the_envspec_gives_the_same_statuses(launched: dict) -> Non
 
 
 def test_install_failure_in_docker_names_the_stage(make_repo, tmp_path: Path, env_cache: Path) -> None:
-    repo = make_repo("broken", {"requirements-test.txt": "-r does-not-exist.txt\n", "test_x.py": ""})
+    repo = make_repo("broken", {"setup.py": "raise SystemExit('this setup.py is broken')\n", "test_x.py": ""})
     with pytest.raises(InstallError) as caught:
         launch(str(repo), tmp_path / "out", backend="docker", cache_dir=env_cache / "envs")
     assert caught.value.stage == "install" and "deps layer: `pip install" in caught.value.message
     assert "exited with 1" in caught.value.message
-    assert "does-not-exist.txt" in caught.value.log_path.read_text()
+    assert "this setup.py is broken" in caught.value.log_path.read_text()

@@ -37,7 +37,7 @@ def _diff(repo: Path, files: dict[str, str]) -> str:
 def suite(tmp_path: Path) -> Path:
     repo = write_tree(tmp_path / "calc", {**PROJECT, **BUGGY})
     base = commit_all(repo, "calc with sub", DATE)
-    broken = write_tree(tmp_path / "broken", {"requirements-test.txt": "-r does-not-exist.txt\n",
+    broken = write_tree(tmp_path / "broken", {"setup.py": "raise SystemExit('this setup.py is broken')\n",
                                               "test_x.py": "def test_x():\n    pass\n"})
     broken_base = commit_all(broken, "broken", DATE)
     records = [
@@ -74,7 +74,7 @@ def test_eval_launches_environments(suite: Path, tmp_path: Path, env_cache: Path
     launched = tmp_path / "gold" / "environments"
     assert sorted(p.name.split("-")[-1] for p in launched.iterdir()) == \
         sorted(r["base_commit"][:12] for r in map(json.loads, suite.read_text().splitlines()))
-    assert "does-not-exist.txt" in next(launched.glob("*broken*")).joinpath("build.log").read_text()
+    assert "this setup.py is broken" in next(launched.glob("*broken*")).joinpath("build.log").read_text()
 
     empty = runner.invoke(app, [*common, "--policy", "empty", "--out", str(tmp_path / "empty")])
     assert empty.exit_code == 1, empty.output

@@ -108,12 +108,37 @@ def test_unknown_commit(launched: dict, tmp_path: Path) -> None:
 
 
 def test_install_fails(make_repo, tmp_path: Path, env_cache: Path) -> None:
-    repo = make_repo("broken", {"requirements-test.txt": "-r does-not-exist.txt\n", "test_x.py": ""})
+    repo = make_repo("broken", {"setup.py": "raise SystemExit('this setup.py is broken')\n", "test_x.py": ""})
     with pytest.raises(InstallError) as caught:
         launch(str(repo), tmp_path / "out", cache_dir=env_cache / "envs")
     assert caught.value.stage == "install" and "exited with 1" in caught.value.message
-    assert "does-not-exist.txt" in caught.value.log_path.read_text()
+    assert "this setup.py is broken" in caught.value.log_path.read_text()
     assert not [p for p in (env_cache / "envs").iterdir() if p.is_dir() and not (p / "env.json").exists()]
+
+
+def test_a_requirement_file_that_does_not_install_is_left_out_on_a_retry(make_repo, tmp_path: Path,
+                                                                         env_cache: Path) -> None:
+    """Seen on real repositories: a requirements file naming a tool that no longer exists. The launch
+    records the failed plan and builds again from the project's own metadata."""
+    repo = make_repo("stale", {"requirements-test.txt": "-r does-not-exist.txt\n",
+                               "test_x.py": "def test_ok():\n    pass\n"})
+    spec = launch(str(repo), tmp_path / "out", cache_dir=env_cache / "envs")
+    assert len(spec.attempts) == 1 and "[install]" in spec.attempts[0] and "exited with 1" in spec.attempts[0]
+    assert spec.test_status == {"test_x.py::test_ok": TestStatus.PASSED}
+    log = (tmp_path / "out" / "build.log").read_text()
+    assert "does-not-exist.txt" in log and "without requirement files" in log
+    assert json.loads((tmp_path / "out" / "envspec.json").read_text())["attempts"] == spec.attempts
+
+
+def test_the_local_backend_says_upfront_which_python_it_lacks(make_repo, tmp_path: Path, env_cache: Path) -> None:
+    repo = make_repo("future", {"pyproject.toml": "[build-system]\nrequires = ['setuptools']\n[project]\n"
+                                                  "name = 'f'\nversion = '1'\nrequires-python = '>=3.14'\n",
+                                "test_x.py": "def test_ok():\n    pass\n"}, "2026-01-01T00:00:00Z")
+    with pytest.raises(InstallError) as caught:
+        launch(str(repo), tmp_path / "out", cache_dir=env_cache / "envs")
+    assert caught.value.message == ("the local backend needs Python 3.14 (the project admits 3.14) and this host has "
+                                    "none of them")
+    assert "deps layer" not in caught.value.log_path.read_text() and "pip install" not in caught.value.log_path.read_text()
 
 
 def test_no_tests(make_repo, tmp_path: Path, launched: dict, env_cache: Path) -> None:
