@@ -24,7 +24,7 @@ from swedojo.agent.loop import AgentConfig, ModelPolicy
 from swedojo.repolaunch.errors import LaunchError
 from swedojo.repos import resolve_repo
 from swedojo.rewards.compose import RewardConfig, compose
-from swedojo.rewards.grading import grade, in_fresh_sandbox
+from swedojo.rewards.grading import grade, graded_paths, in_fresh_sandbox
 from swedojo.rewards.score import score
 from swedojo.rewards.tiers import BaselineCache, TierInput, run_tiers
 from swedojo.rundir import InstanceResult, IssueRunDir
@@ -37,7 +37,7 @@ from swedojo.schema import (
     TaskInstance,
     Trajectory,
 )
-from swedojo.testrun.patches import PatchApplyError, apply_patch, patch_files
+from swedojo.testrun.patches import PatchApplyError, apply_patch
 
 if TYPE_CHECKING:
     from swedojo.sandboxes.pool import SandboxPool
@@ -78,7 +78,7 @@ class EnvironmentResolver(BaseModel):
             lock = self._locks.setdefault(key, threading.Lock())
         with lock:  # one launch per key; instances of other keys launch meanwhile
             if key not in self._launched:
-                self._launched[key] = self._launch(instance.repo, instance.setup_commit, source, _graded_files(instance))
+                self._launched[key] = self._launch(instance.repo, instance.setup_commit, source, graded_paths(instance))
             found = self._launched[key]
         if isinstance(found, LaunchError):
             raise type(found)(found.message, found.log_path)
@@ -94,13 +94,6 @@ class EnvironmentResolver(BaseModel):
         except LaunchError as exc:
             return exc
         return environment(spec, source, self.config)
-
-
-def _graded_files(instance: TaskInstance) -> list[str]:
-    """What a launch for `instance` validates on: the files its grading runs (a real suite whole
-    can take hours), those that exist at the environment's commit."""
-    named = [t.split("::")[0] for t in instance.FAIL_TO_PASS + instance.PASS_TO_PASS if "::" in t]
-    return list(dict.fromkeys(patch_files(instance.test_patch) + named))
 
 
 def _infra_result(instance: TaskInstance, policy: Policy, error: str, start: float) -> InstanceResult:

@@ -30,8 +30,19 @@ from typing import TypeVar
 from pydantic import BaseModel, Field
 
 from swedojo.repolaunch.buildlog import BuildLog
-from swedojo.repolaunch.detect import NoBuildSystemError, PythonPlanning, RepoAnalysis, analyse
-from swedojo.repolaunch.errors import AnalyseError, DiscoveryError, InstallError, ResolveError, ValidateError
+from swedojo.repolaunch.detect import (
+    NoBuildSystemError,
+    PythonPlanning,
+    RepoAnalysis,
+    analyse,
+)
+from swedojo.repolaunch.errors import (
+    AnalyseError,
+    DiscoveryError,
+    InstallError,
+    ResolveError,
+    ValidateError,
+)
 from swedojo.repolaunch.fallback import SetupAgent, SetupRequest
 from swedojo.repolaunch.local import build_env, default_cache_dir, rebuild_env
 from swedojo.repolaunch.recipe import (

@@ -20,8 +20,8 @@ from collections.abc import Callable
 from swedojo.sandboxes.base import Sandbox, SandboxError
 from swedojo.sandboxes.environment import Environment
 from swedojo.schema import EnvSpec, EvalStatus, RewardReport, TaskInstance
-from swedojo.testrun.diagnose import environment_failure
 from swedojo.testrun.command import runnable
+from swedojo.testrun.diagnose import environment_failure
 from swedojo.testrun.ids import matches, status_of
 from swedojo.testrun.network import offline_failures
 from swedojo.testrun.patches import (
@@ -31,7 +31,14 @@ from swedojo.testrun.patches import (
     patch_files,
     restore_files,
 )
-from swedojo.testrun.run import LogTooLargeError, SuiteRun, TestRunError, passed, run_files, run_tests
+from swedojo.testrun.run import (
+    LogTooLargeError,
+    SuiteRun,
+    TestRunError,
+    passed,
+    run_files,
+    run_tests,
+)
 
 TEST_TIMEOUT_S = 900.0
 
@@ -101,13 +108,18 @@ def grade_in_sandbox(sandbox: Sandbox, env: Environment, instance: TaskInstance,
     return report
 
 
-def test_files_to_run(spec: EnvSpec, instance: TaskInstance) -> list[str]:
-    """The files SWE-bench runs: those the test patch touches and leaves in place, with the files
-    of any listed node id, as far as the runner takes files; empty: the runner is given test ids
-    (or runs the whole suite)."""
+def graded_paths(instance: TaskInstance) -> list[str]:
+    """The files SWE-bench runs for `instance`: those its test patch touches and leaves in place,
+    with the files of any listed node id (before a runner says which of them it takes)."""
     kept = [f for f in patch_files(instance.test_patch) if f not in deleted_files(instance.test_patch)]
     named = [t.split("::")[0] for t in instance.FAIL_TO_PASS + instance.PASS_TO_PASS if "::" in t]
-    return runnable(spec, kept + named)
+    return list(dict.fromkeys(kept + named))
+
+
+def test_files_to_run(spec: EnvSpec, instance: TaskInstance) -> list[str]:
+    """`graded_paths` as far as the spec's runner takes files; empty: the runner is given test ids
+    (or runs the whole suite)."""
+    return runnable(spec, graded_paths(instance))
 
 
 def _offline(result: SuiteRun, tests: list[str]) -> dict[str, str]:
