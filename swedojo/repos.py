@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
+import os
+import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import git
@@ -49,25 +53,61 @@ def resolve_repo(repo: str, mirror: Path | None = None, cache_dir: Path | None =
     raise RepoNotFoundError(f"{repo}: no such repository{where}")
 
 
+def checkout_cache_dir() -> Path:
+    """Checkouts kept by content (commit and nearest tag): `$SWEDOJO_CACHE/checkouts`, else under ~/.cache."""
+    root = Path(os.environ["SWEDOJO_CACHE"]) if "SWEDOJO_CACHE" in os.environ else Path.home() / ".cache" / "swedojo"
+    return root / "checkouts"
+
+
 def checkout(source: Path, commit: str, dest: Path) -> None:
     """Make `dest` a clean work tree of `source` at `commit`, with no history after it.
 
     The clone keeps only what `commit` reaches: no remote, no other branches, and of the tags only
     the nearest one it reaches (version tools such as setuptools_scm read the version from it; an
-    ancestor's tag says nothing about the future), so a future fix cannot leak into the environment. git runs in `dest`, so a relative `source` is made
-    absolute first (it is relative to where we are, not to `dest`).
+    ancestor's tag says nothing about the future), so a future fix cannot leak into the environment.
+
+    Fetching a long history costs half a minute on a large repository (the receiving side resolves
+    every delta), so each (commit, nearest tag) is fetched once into the checkout cache and copied
+    from there: the key is content, so any mirror of the same history shares it.
     """
     source = Path(source).absolute()
-    dest.mkdir(parents=True, exist_ok=True)
+    git_in_source = lambda *args: subprocess.run(  # noqa: E731
+        ["git", "-C", str(source), *args], capture_output=True, text=True, check=False)
+    resolved = git_in_source("rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}")
+    if resolved.returncode != 0:
+        raise CommitNotFoundError(f"{source}: commit {commit} not found")
+    sha = resolved.stdout.strip()
+    nearest = git_in_source("describe", "--tags", "--abbrev=0", "--match", "*[0-9]*", sha).stdout.strip()
+    tagged = git_in_source("rev-parse", f"refs/tags/{nearest}").stdout.strip() if nearest else ""
+    cache = checkout_cache_dir()
+    entry = cache / hashlib.sha256(f"{sha}\0{nearest}\0{tagged}".encode()).hexdigest()[:24]
+    cache.mkdir(parents=True, exist_ok=True)
+    with open(cache / f"{entry.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one fetch per entry; other workers wait and copy
+        if not entry.is_dir():
+            staging = Path(tempfile.mkdtemp(prefix=f".{entry.name}-", dir=cache))
+            try:
+                _fetch(source, sha, nearest, staging / "repo")
+                (cache / f"{entry.name}.size").write_text(str(_size(staging / "repo")))
+                os.replace(staging / "repo", entry)
+            finally:
+                shutil.rmtree(staging, ignore_errors=True)
+        os.utime(entry)  # recently used
+        dest.mkdir(parents=True, exist_ok=True)
+        shutil.copytree(entry, dest, symlinks=True, dirs_exist_ok=True)
+    _evict(cache, keep=entry)
+
+
+def _fetch(source: Path, sha: str, nearest: str, dest: Path) -> None:
+    """The checkout itself: `sha` with its history and the `nearest` tag, nothing else."""
+    dest.mkdir(parents=True)
     run = lambda *args: subprocess.run(  # noqa: E731
         ["git", *args], cwd=dest, capture_output=True, text=True, check=False
     )
-    nearest = subprocess.run(["git", "-C", str(source), "describe", "--tags", "--abbrev=0", "--match", "*[0-9]*",
-                              f"{commit}^{{commit}}"], capture_output=True, text=True, check=False).stdout.strip()
     tag = [f"refs/tags/{nearest}:refs/tags/{nearest}"] if nearest else []
     steps = [
         ("init", "-q"),
-        ("fetch", "-q", "--no-tags", str(source), commit, *tag),
+        ("fetch", "-q", "--no-tags", str(source), sha, *tag),
     ]
     for step in steps:
         proc = run(*step)
@@ -75,7 +115,7 @@ def checkout(source: Path, commit: str, dest: Path) -> None:
             err = proc.stderr.strip().splitlines()
             msg = err[-1] if err else "git failed"
             if step[0] == "fetch":
-                raise CommitNotFoundError(f"{source}: commit {commit} not found ({msg})")
+                raise CommitNotFoundError(f"{source}: commit {sha} not found ({msg})")
             raise RepoNotFoundError(f"{source}: {msg}")
     for step in (
         ("-c", "advice.detachedHead=false", "checkout", "-q", "FETCH_HEAD"),
@@ -85,3 +125,38 @@ def checkout(source: Path, commit: str, dest: Path) -> None:
         proc = run(*step)
         if proc.returncode != 0:
             raise RepoNotFoundError(f"{source}: {proc.stderr.strip()}")
+
+
+def _size(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
+
+
+def _evict(cache: Path, keep: Path) -> None:
+    """Remove the least recently used entries while the cache is over its bound
+    (`$SWEDOJO_CHECKOUT_CACHE_GB`, default 16; each size was noted when it was made); an entry
+    being copied from stays."""
+    bound = float(os.environ.get("SWEDOJO_CHECKOUT_CACHE_GB", "16")) * 2**30
+    entries = sorted((e for e in cache.iterdir() if e.is_dir() and not e.name.startswith(".")),
+                     key=lambda e: e.stat().st_mtime)
+    sizes = {e: int(n) if (n := _read(cache / f"{e.name}.size")).isdigit() else _size(e) for e in entries}
+    total = sum(sizes.values())
+    for entry in entries:
+        if total <= bound:
+            break
+        if entry == keep:
+            continue
+        with open(cache / f"{entry.name}.lock", "w") as lock:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                continue  # in use
+            shutil.rmtree(entry, ignore_errors=True)
+            (cache / f"{entry.name}.size").unlink(missing_ok=True)
+            total -= sizes[entry]
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""

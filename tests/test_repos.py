@@ -2,9 +2,10 @@
 
 from pathlib import Path
 
+import pytest
 from taskrepo import git
 
-from swedojo.repos import checkout
+from swedojo.repos import CommitNotFoundError, checkout
 
 
 def test_a_checkout_keeps_the_nearest_earlier_tag_and_no_later_one(tmp_path: Path) -> None:
@@ -23,3 +24,32 @@ def test_a_checkout_keeps_the_nearest_earlier_tag_and_no_later_one(tmp_path: Pat
     assert git(dest, "rev-parse", "HEAD") == middle
     assert git(dest, "tag", "--list").split() == ["v1.0"]
     assert git(dest, "describe", "--tags").startswith("v1.0-1-g")
+
+
+def test_a_checkout_is_fetched_once_then_copied_and_the_cache_is_bounded(tmp_path: Path, monkeypatch) -> None:
+    """The second checkout of a commit is a copy of the cached one (a file planted in the cache
+    shows up); past the size bound the least recently used entries go, never the one in use."""
+    monkeypatch.setenv("SWEDOJO_CACHE", str(tmp_path / "cache"))
+    repo = tmp_path / "src"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    shas = []
+    for n in range(3):
+        (repo / "a.py").write_text(f"x = {n}\n")
+        git(repo, "add", "-A")
+        git(repo, "commit", "-qm", f"c{n}")
+        shas.append(git(repo, "rev-parse", "HEAD"))
+    checkout(repo, shas[0], tmp_path / "one")
+    [entry] = [e for e in (tmp_path / "cache" / "checkouts").iterdir() if e.is_dir()]
+    (entry / "planted.txt").write_text("from the cache")
+    checkout(repo, "HEAD~2", tmp_path / "two")
+    assert (tmp_path / "two" / "planted.txt").read_text() == "from the cache"
+    assert git(tmp_path / "two", "log", "--format=%H").split() == [shas[0]]
+    with pytest.raises(CommitNotFoundError):
+        checkout(repo, "HEAD~5", tmp_path / "none")
+
+    monkeypatch.setenv("SWEDOJO_CHECKOUT_CACHE_GB", "0")  # every entry but the one in use is over the bound
+    checkout(repo, shas[1], tmp_path / "three")
+    checkout(repo, shas[2], tmp_path / "four")
+    assert (tmp_path / "four" / "a.py").read_text() == "x = 2\n"
+    assert len([e for e in (tmp_path / "cache" / "checkouts").iterdir() if e.is_dir()]) == 1
