@@ -96,7 +96,25 @@ cat for its own error. (A path swapped for one between this test and cat is stil
 by the helper's timeout.)"""
 _READ = f'{_REGULAR}; exec cat -- "$1"'
 _WRITE = f'{_REGULAR}; mkdir -p -- "$(dirname -- "$1")" && cat > "$1"'
-_DIFF = "git add -A >/dev/null && git diff --cached --binary HEAD"
+_DIFF = r"""set -e
+export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_OPTIONAL_LOCKS=0
+base=$(git rev-parse --verify -q 'HEAD^{commit}')
+format=$(git rev-parse --show-object-format)
+objects=$(cd "$(git rev-parse --git-path objects)" && pwd)
+top=$PWD
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+git init -q --bare --template= --object-format="$format" "$scratch"
+echo "$objects" > "$scratch/objects/info/alternates"
+export GIT_DIR="$scratch" GIT_WORK_TREE="$top" GIT_INDEX_FILE="$scratch/index"
+git -c core.excludesFile="$top/.git/info/exclude" read-tree "$base"
+git -c core.excludesFile="$top/.git/info/exclude" add -A
+git diff --cached --binary --no-ext-diff --no-textconv --no-color "$base"
+"""
+"""The work tree against HEAD, new files included, by a git the harness configures: a scratch
+repository borrowing the objects, so nothing of the agent's .git/config (diff.external, textconv,
+color, prefixes, fsmonitor, hooks, filters) shapes the recorded patch or runs. Only its
+info/exclude is read (the repo layer lists its build leftovers there)."""
 _ERRNOS = (errno.ENOENT, errno.EISDIR, errno.ENOTDIR, errno.EACCES, errno.EPERM, errno.EROFS,
            errno.ENOSPC, errno.EFBIG)  # fmt: skip
 """What a failed helper may report, by its strerror text (as coreutils and sh print it)."""

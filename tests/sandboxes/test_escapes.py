@@ -289,3 +289,17 @@ def test_forged_end_marker(sandbox: Sandbox) -> None:
     assert result.exit_code == 4
     assert result.output.endswith("real-end\n")
     assert result.duration_s >= 1
+
+
+def test_the_agents_git_config_does_not_shape_the_recorded_diff(sandbox: Sandbox) -> None:
+    setup = sandbox.exec(
+        "printf '#!/bin/sh\\necho forged\\n' > /tmp/ext && chmod +x /tmp/ext"
+        " && git config diff.external /tmp/ext && git config core.fsmonitor 'touch fsmonitor-ran; false'"
+        " && git config color.diff always && git config diff.noprefix true"
+        " && git config filter.f.clean 'echo cleaned' && echo 'pkg/* filter=f' > .gitattributes"
+        " && echo 'X = 2' > pkg/mod.py && echo ok")
+    assert setup.output.strip().endswith("ok"), setup.output
+    diff = sandbox.diff()
+    assert "forged" not in diff and "\x1b" not in diff and "cleaned" not in diff, diff
+    assert "--- a/pkg/mod.py\n+++ b/pkg/mod.py\n" in diff and "+X = 2\n" in diff, diff
+    assert "fsmonitor-ran" not in sandbox.exec("ls").output
