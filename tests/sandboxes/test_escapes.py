@@ -19,8 +19,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from sandbox_helpers import BACKENDS, ESCAPE_CONFIG, make_sandbox
 
-from swedojo.sandboxes.base import Sandbox, SandboxConfig
+from swedojo.sandboxes.base import MAX_FILE_BYTES, Sandbox, SandboxConfig
+from swedojo.tools.base import ToolContext
+from swedojo.tools.builtin.editor import EditorParams, EditorTool
 
 Parse = Callable[[str], dict[str, tuple[int, ...]]]
 
@@ -303,3 +306,34 @@ def test_the_agents_git_config_does_not_shape_the_recorded_diff(sandbox: Sandbox
     assert "forged" not in diff and "\x1b" not in diff and "cleaned" not in diff, diff
     assert "--- a/pkg/mod.py\n+++ b/pkg/mod.py\n" in diff and "+X = 2\n" in diff, diff
     assert "fsmonitor-ran" not in sandbox.exec("ls").output
+
+
+@pytest.mark.parametrize("make", [
+    "mkfifo pipe.txt",
+    "ln -s /dev/zero pipe.txt",
+    "ln -s /dev/tty pipe.txt",
+], ids=["fifo", "dev-zero", "dev-tty"])
+def test_files_the_agent_made_unreadable_are_tool_errors(sandbox: Sandbox, make: str) -> None:
+    """Viewing or editing them ends as a bounded tool error returned to the model, never a sandbox failure."""
+    assert sandbox.exec(f"{make} && echo made", timeout=60).output.strip().endswith("made")
+    unreadable_is_a_tool_error(sandbox)
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_a_file_over_the_read_bound_is_a_tool_error(name: str, git_repo: Path) -> None:
+    """A file larger than `MAX_FILE_BYTES` is never read whole into the harness."""
+    with make_sandbox(name, git_repo, ESCAPE_CONFIG.model_copy(update={"disk_mb": 256})) as sandbox:
+        made = sandbox.exec(f"yes 'a line of text' | head -c {MAX_FILE_BYTES + 1} > pipe.txt && echo made", timeout=60)
+        assert made.output.strip().endswith("made"), made.output
+        unreadable_is_a_tool_error(sandbox)
+
+
+def unreadable_is_a_tool_error(sandbox: Sandbox) -> None:
+    editor, ctx = EditorTool(), ToolContext()
+    for params in ({"command": "view", "path": "pipe.txt"},
+                   {"command": "str_replace", "path": "pipe.txt", "old_str": "x", "new_str": "y"}):
+        result = editor.run(sandbox, EditorParams(**params), ctx)
+        assert result.is_error and len(result.output) < 1000, result.output[:300]
+    with pytest.raises(OSError):
+        sandbox.read_file("pipe.txt")
+    assert sandbox.exec("echo alive").output == "alive\n"
