@@ -337,3 +337,12 @@ def unreadable_is_a_tool_error(sandbox: Sandbox) -> None:
     with pytest.raises(OSError):
         sandbox.read_file("pipe.txt")
     assert sandbox.exec("echo alive").output == "alive\n"
+
+
+def test_no_file_is_created_set_id(sandbox: Sandbox, probe: str, parse_probe: Parse) -> None:
+    rows = parse_probe(sandbox.exec(f"{probe} create made").output)
+    for call in ("open", "openat", "creat", "mknod", "mknodat"):
+        rc, err, after = rows[call]
+        assert rc == -1 and err in DENIED, (call, rows)
+    python = sandbox.exec("python3 -c 'import os; os.close(os.open(\"made2\", os.O_CREAT, 0o4755))'; stat -c %a made2")
+    assert not python.output.splitlines()[-1].startswith(("4", "2", "6")), python.output
