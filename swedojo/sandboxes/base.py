@@ -125,11 +125,11 @@ _ERRNOS = (errno.ENOENT, errno.EISDIR, errno.ENOTDIR, errno.EACCES, errno.EPERM,
 """What a failed helper may report, by its strerror text (as coreutils and sh print it)."""
 
 
-def file_error(stderr: bytes, path: str, code: int = 1) -> OSError:
+def file_error(stderr: bytes, path: str, exit_code: int = 1) -> OSError:
     """The OSError Python's own file functions would raise for what a failed `head`, `tee`,
     `mkdir` or `sh` said about `path` (e.g. FileNotFoundError), ETIMEDOUT when it was killed
-    after `FILE_IO_S` (exit `code` 137), a generic one (EIO) with its message else."""
-    if code == 128 + signal.SIGKILL:
+    after `FILE_IO_S` (`exit_code` 137), a generic one (EIO) with its message else."""
+    if exit_code == 128 + signal.SIGKILL:
         return OSError(errno.ETIMEDOUT, f"not done within {FILE_IO_S} s (a FIFO or device?)", path)
     text = stderr.decode(errors="replace").strip()
     if text.endswith(_NOT_REGULAR):

@@ -3,7 +3,6 @@
 from pathlib import Path
 
 import pytest
-
 from taskrepo import make_task_repo
 
 from swedojo.repos import resolve_repo

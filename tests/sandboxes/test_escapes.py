@@ -342,7 +342,7 @@ def unreadable_is_a_tool_error(sandbox: Sandbox) -> None:
 def test_no_file_is_created_set_id(sandbox: Sandbox, probe: str, parse_probe: Parse) -> None:
     rows = parse_probe(sandbox.exec(f"{probe} create made").output)
     for call in ("open", "openat", "creat", "mknod", "mknodat"):
-        rc, err, after = rows[call]
+        rc, err, _ = rows[call]
         assert rc == -1 and err in DENIED, (call, rows)
     python = sandbox.exec("python3 -c 'import os; os.close(os.open(\"made2\", os.O_CREAT, 0o4755))'; stat -c %a made2")
     assert not python.output.splitlines()[-1].startswith(("4", "2", "6")), python.output
