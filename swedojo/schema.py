@@ -325,6 +325,10 @@ class RewardReport(BaseModel):
     needs_network: dict[str, str] = Field(default_factory=dict)
     """Listed tests left out of scoring: they failed for want of the network, with the candidate and
     with the reference patch alike (test -> the reason the runner printed)."""
+    restored: dict[str, str] = Field(default_factory=dict)
+    """Test infrastructure the candidate changed (conftest.py, pytest configuration, sitecustomize,
+    .pth files, ...; `testrun.patches.TEST_INFRASTRUCTURE`), put back as it was before the tests
+    ran: path -> why."""
     test_exit_code: int | None = None
     """Exit code of the test command."""
     test_duration_s: float = 0.0

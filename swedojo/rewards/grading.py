@@ -7,7 +7,9 @@ with the reference patch as well are left out and named, `needs_network`), and t
 fake PASSED lines does not win): 0 when exactly the listed tests ran, else 0 or some test failed.
 A run that says nothing about the code (the tests could not start, a dependency is missing, no
 test ran; `testrun.diagnose`) is `infra_error` with that evidence, never the candidate's failure.
-A patch that does not apply is `patch_failed`; a sandbox that cannot be made, or dies, is
+Test infrastructure the candidate changed (`testrun.patches.TEST_INFRASTRUCTURE`) is put back as it
+was, and named in `RewardReport.restored`. A patch that does not apply, or whose changes to test
+infrastructure cannot be undone, is `patch_failed`; a sandbox that cannot be made, or dies, is
 `infra_error`; neither raises.
 """
 
@@ -28,8 +30,10 @@ from swedojo.testrun.patches import (
     PatchApplyError,
     apply_patch,
     deleted_files,
+    infrastructure,
     patch_files,
     restore_files,
+    restore_infrastructure,
 )
 from swedojo.testrun.run import (
     LogTooLargeError,
@@ -50,7 +54,11 @@ def grade_in_sandbox(sandbox: Sandbox, env: Environment, instance: TaskInstance,
         report.status = EvalStatus.EMPTY_PATCH
     else:
         try:
+            # Nothing the candidate does to how tests run (conftest.py, pytest's configuration,
+            # startup hooks) reaches them: such files are put back, or the patch is refused.
+            before = infrastructure(sandbox)
             apply_patch(sandbox, candidate, "candidate patch")
+            report.restored = restore_infrastructure(sandbox, instance.base_commit, before)
         except PatchApplyError as exc:
             report.status, report.error = EvalStatus.PATCH_FAILED, str(exc)
             return report

@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import os
 import posixpath
+import signal
 from typing import Protocol, runtime_checkable
 
 from pydantic import BaseModel, Field
@@ -90,21 +91,46 @@ class Sandbox(Protocol):
 
 _NOT_REGULAR = "not a regular file"
 _REGULAR = f'[ -f "$1" ] || [ -d "$1" ] || [ ! -e "$1" ] || {{ echo "$1: {_NOT_REGULAR}" >&2; exit 1; }}'
-"""Refuse a FIFO (cat would wait for the other end until the helper's timeout), socket or device
-(/dev/zero would stream into our memory until then); directories and missing files go on to
-cat for its own error. (A path swapped for one between this test and cat is still only bounded
-by the helper's timeout.)"""
-_READ = f'{_REGULAR}; exec cat -- "$1"'
-_WRITE = f'{_REGULAR}; mkdir -p -- "$(dirname -- "$1")" && cat > "$1"'
-_DIFF = "git add -A >/dev/null && git diff --cached --binary HEAD"
+"""Refuse a FIFO (cat would wait for the other end), socket or device (/dev/zero would stream
+without end); directories and missing files go on to the reader for its own error. A path
+swapped for one between this test and the open is bounded by `FILE_IO_S` and `MAX_FILE_BYTES`."""
+MAX_FILE_BYTES = 64 << 20
+"""`read_file` reads no more: a larger file is an error (EFBIG), never held in the harness's memory."""
+FILE_IO_S = 20
+"""Bound on one file read or write inside the sandbox; past it the file is at fault (ETIMEDOUT)."""
+_BOUNDED = f"timeout -s KILL {FILE_IO_S}"
+_READ = f'{_REGULAR}; exec {_BOUNDED} head -c {MAX_FILE_BYTES + 1} -- "$1"'
+_WRITE = f'{_REGULAR}; mkdir -p -- "$(dirname -- "$1")" && exec {_BOUNDED} tee -- "$1" >/dev/null'
+_DIFF = r"""set -e
+export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_OPTIONAL_LOCKS=0
+base=$(git rev-parse --verify -q 'HEAD^{commit}')
+format=$(git rev-parse --show-object-format)
+objects=$(cd "$(git rev-parse --git-path objects)" && pwd)
+top=$PWD
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+git init -q --bare --template= --object-format="$format" "$scratch"
+echo "$objects" > "$scratch/objects/info/alternates"
+export GIT_DIR="$scratch" GIT_WORK_TREE="$top" GIT_INDEX_FILE="$scratch/index"
+git -c core.excludesFile="$top/.git/info/exclude" read-tree "$base"
+git -c core.excludesFile="$top/.git/info/exclude" add -A
+git diff --cached --binary --no-ext-diff --no-textconv --no-color "$base"
+"""
+"""The work tree against HEAD, new files included, by a git the harness configures: a scratch
+repository borrowing the objects, so nothing of the agent's .git/config (diff.external, textconv,
+color, prefixes, fsmonitor, hooks, filters) shapes the recorded patch or runs. Only its
+info/exclude is read (the repo layer lists its build leftovers there)."""
 _ERRNOS = (errno.ENOENT, errno.EISDIR, errno.ENOTDIR, errno.EACCES, errno.EPERM, errno.EROFS,
            errno.ENOSPC, errno.EFBIG)  # fmt: skip
 """What a failed helper may report, by its strerror text (as coreutils and sh print it)."""
 
 
-def file_error(stderr: bytes, path: str) -> OSError:
-    """The OSError Python's own file functions would raise for what a failed `cat`, `mkdir` or
-    `sh` said about `path` (e.g. FileNotFoundError); a generic one (EIO) with its message else."""
+def file_error(stderr: bytes, path: str, exit_code: int = 1) -> OSError:
+    """The OSError Python's own file functions would raise for what a failed `head`, `tee`,
+    `mkdir` or `sh` said about `path` (e.g. FileNotFoundError), ETIMEDOUT when it was killed
+    after `FILE_IO_S` (`exit_code` 137), a generic one (EIO) with its message else."""
+    if exit_code == 128 + signal.SIGKILL:
+        return OSError(errno.ETIMEDOUT, f"not done within {FILE_IO_S} s (a FIFO or device?)", path)
     text = stderr.decode(errors="replace").strip()
     if text.endswith(_NOT_REGULAR):
         return OSError(errno.EINVAL, "Not a regular file (a FIFO, socket or device)", path)
@@ -143,13 +169,15 @@ class OneOffFiles:
     def read_file(self, path: str) -> bytes:
         code, out, err = self._one_off(["sh", "-c", _READ, "read_file", self._path(path)])
         if code != 0:
-            raise file_error(err, path)
+            raise file_error(err, path, code)
+        if len(out) > MAX_FILE_BYTES:
+            raise OSError(errno.EFBIG, f"File too large (over {MAX_FILE_BYTES >> 20} MiB, not read)", path)
         return out
 
     def write_file(self, path: str, data: bytes) -> None:
         code, _, err = self._one_off(["sh", "-c", _WRITE, "write_file", self._path(path)], data)
         if code != 0:
-            raise file_error(err, path)
+            raise file_error(err, path, code)
 
     def diff(self) -> str:
         code, out, err = self._one_off(["sh", "-c", _DIFF], git=True)

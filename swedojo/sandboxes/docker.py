@@ -62,16 +62,29 @@ SANDBOX_HOME = "/tmp"
 FILE_OP_TIMEOUT_S = 120.0
 """Bound on one-off execs (file reads/writes, repo copy, diff)."""
 
-_SUPERVISOR = r"""
+_LIVE = r"""
+live() {
+  local t line
+  for t in /proc/$1/task/[0-9]*; do
+    read -r line < "$t/stat" 2>/dev/null || continue
+    line=${line##*) }
+    [[ ${line:0:1} == [ZX] ]] || return 0
+  done
+  return 1
+}
+"""
+"""Bash function `live PID`: true while any thread of process PID runs. Never judged by the
+thread-group leader alone: a leader that exited (SYS_exit) shows `Z` while its other threads go
+on, and kill(PID) still reaches them."""
+
+_SUPERVISOR = _LIVE + r"""
 others() {
   victims=()
-  local d p line
+  local d p
   for d in /proc/[0-9]*; do
     p=${d#/proc/}
     [[ $p == 1 || $p == $$ || ,$1, == *,$p,* ]] && continue
-    read -r line < "$d/stat" 2>/dev/null || continue
-    line=${line##*) }
-    [[ ${line:0:1} == Z ]] || victims+=("$p")
+    live "$p" && victims+=("$p")
   done
 }
 while read -r seq op pid; do
@@ -87,7 +100,7 @@ once done: `int PID` sends SIGINT to process group PID; `kill PID[,PID...]` kill
 but those, itself and init, in rounds until none is left (a fork bomb's children included). Only
 builtins, so it works when no pid is free."""
 
-_RESET = r"""shopt -s nullglob dotglob
+_RESET = _LIVE + r"""shopt -s nullglob dotglob
 server=
 if [[ -n $2 ]] && read -r stat < "/proc/$2/stat" 2>/dev/null; then
   rest=${stat##*) }
@@ -116,9 +129,7 @@ roots=0
 for d in /proc/[0-9]*; do
   p=${d#/proc/}
   [[ $p == $$ || $p == "$PPID" || $p == "$server" ]] && continue
-  read -r stat < "$d/stat" 2>/dev/null || continue
-  stat=${stat##*) }
-  [[ ${stat:0:1} == Z ]] && continue
+  live "$p" || continue
   uid=
   { while read -r key value _; do [[ $key == Uid: ]] && { uid=$value; break; }; done < "$d/status"; } 2>/dev/null || continue
   if [[ $uid == 0 ]]; then ((roots++)); else left+=("process $p (uid $uid)"); fi
@@ -134,7 +145,7 @@ process but the warm runner's server PID: keep that server only if it is still t
 been killed, stopped or replaced), else kill it. Then empty every place the user can write (the
 work tree, /tmp, /dev/shm, /dev/mqueue; the root filesystem is read-only), remove its SysV IPC
 objects, and check with builtins only that nothing is left: no file there, no IPC object, no
-process but init, the supervisor and the kept server (and this check). Exit 1 with what is
+process with a running thread (`live`) but init, the supervisor and the kept server (and this check). Exit 1 with what is
 left; print `server kept` when it was."""
 
 

@@ -54,6 +54,19 @@ UID_BASE = 1_000_000
 FILE_OP_TIMEOUT_S = 120.0
 """Bound on the helper processes behind read_file, write_file and diff."""
 _DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+SYSTEM_PATH = os.environ.get("SWEDOJO_HELPER_PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+"""Where the helpers the harness runs as itself (prlimit, bwrap, setpriv, nsenter, chown) are
+looked up: never the caller's PATH, whose entries a sandbox may be able to write. The operator
+may name other directories in `SWEDOJO_HELPER_PATH` (tests hide bwrap that way)."""
+
+
+@functools.cache
+def tool(name: str) -> str:
+    """The absolute path of helper `name` on `SYSTEM_PATH`; SandboxError when it is missing."""
+    found = shutil.which(name, path=SYSTEM_PATH)
+    if found is None:
+        raise SandboxError(f"{name} is not installed in {SYSTEM_PATH} (scripts/system_deps.sh installs it)")
+    return found
 
 
 class Isolation(BaseModel):
@@ -78,9 +91,9 @@ class Isolation(BaseModel):
 @functools.cache
 def bubblewrap_problem() -> str | None:
     """None when bubblewrap can make the namespaces here; otherwise why not."""
-    if shutil.which("bwrap") is None:
+    if shutil.which("bwrap", path=SYSTEM_PATH) is None:
         return "bubblewrap (bwrap) is not installed"
-    argv = ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    argv = [tool("bwrap"), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     argv += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"]
     argv += [] if os.getuid() == 0 else ["--unshare-user"]
     proc = subprocess.run([*argv, "--", "true"], capture_output=True, text=True, check=False)
@@ -164,7 +177,7 @@ class LocalSandbox(OneOffFiles):
                 (self._root / name).mkdir()
         uid = self.isolation.uid
         if uid != os.getuid():
-            subprocess.run(["chown", "-R", f"{uid}:{uid}", str(self._root)], check=True)
+            subprocess.run([tool("chown"), "-R", f"{uid}:{uid}", str(self._root)], check=True)
 
     def _env(self) -> dict[str, str]:
         scratch = "/tmp" if self.isolation.bubblewrap else str(self._root / "tmp")
@@ -211,10 +224,10 @@ class LocalSandbox(OneOffFiles):
 
     def _confine(self, command: list[str], seccomp_fd: int | None) -> list[str]:
         """argv running `command` with every confinement in force here."""
-        argv = ["prlimit", *(f"--{k}={v}" for k, v in self.isolation.rlimits.items()), "--"]
+        argv = [tool("prlimit"), *(f"--{k}={v}" for k, v in self.isolation.rlimits.items()), "--"]
         if self.isolation.bubblewrap:
             disk = str(self.config.disk_mb << 20)
-            argv += ["bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+            argv += [tool("bwrap"), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
             argv += ["--perms", "1777", "--size", disk, "--tmpfs", "/tmp"]
             argv += ["--perms", "1777", "--size", disk, "--tmpfs", "/dev/shm"]
             argv += self._exposed()
@@ -235,7 +248,7 @@ class LocalSandbox(OneOffFiles):
         if uid == os.getuid():
             return []
         ids = [f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
-        return ["setpriv", *ids, "--inh-caps=-all", "--bounding-set=-all", "--"]
+        return [tool("setpriv"), *ids, "--inh-caps=-all", "--bounding-set=-all", "--"]
 
     @contextlib.contextmanager
     def _filter_fd(self) -> Iterator[int | None]:
@@ -275,19 +288,20 @@ class LocalSandbox(OneOffFiles):
         shell = live.shell_pid() if live is not None and self.isolation.bubblewrap else None
         with contextlib.nullcontext() if shell is not None else self._filter_fd() as fd:
             if shell is not None:
-                argv = ["nsenter", f"--target={shell}", "--mount", "--", *self._setpriv(), *command]
+                argv = [tool("nsenter"), f"--target={shell}", "--mount", "--", *self._setpriv(), *command]
             else:
                 argv = self._confine(command, fd)
-            try:
+            try:  # a session of its own: no controlling terminal (/dev/tty) to reach
                 return subprocess.run(
                     argv,
                     input=data,
                     capture_output=True,
-                    env=self._env(),
+                    env=self._env() | {"PATH": _DEFAULT_PATH},
                     cwd=self.workdir,
                     pass_fds=() if fd is None else (fd,),
                     timeout=FILE_OP_TIMEOUT_S,
                     check=False,
+                    start_new_session=True,
                 )
             except subprocess.TimeoutExpired as exc:
                 raise SandboxError(f"{command[0]} timed out in the sandbox") from exc

@@ -79,6 +79,11 @@ def policy(network: bool) -> tuple[Rule, ...]:
         Rule(("clone",), arg=0, any_bits=sum(CLONE_NEW_FLAGS.values())),
         Rule(("chmod", "fchmod"), arg=1, any_bits=SETID_BITS),
         Rule(("fchmodat", "fchmodat2"), arg=2, any_bits=SETID_BITS),
+        # a file created set-id: the mode of open(O_CREAT), creat and mknod
+        Rule(("creat", "mknod"), arg=1, any_bits=SETID_BITS),
+        Rule(("open", "mknodat"), arg=2, any_bits=SETID_BITS),
+        Rule(("openat",), arg=3, any_bits=SETID_BITS),
+        Rule(("openat2",), errno=errno.ENOSYS),  # its mode is behind a pointer; libc falls back to openat
         # other processes' limits (a reused container's warm runner outlives its sandboxes)
         Rule(("prlimit64",), arg=0, not_equal=0),
     ]

@@ -357,7 +357,7 @@ class SubprocessTransport:
             # A harness started as a background job has SIGINT ignored, and a shell cannot undo an
             # ignored SIGINT: without the reset, no interrupt would reach the commands.
             self._proc = subprocess.Popen(
-                ["env", "--default-signal=INT", *argv],
+                ["/usr/bin/env", "--default-signal=INT", *argv],  # by path: the caller's PATH may be the sandbox's
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,

@@ -2,6 +2,7 @@
 
 from pathlib import Path
 
+import pytest
 from taskrepo import make_task_repo
 
 from swedojo.repos import resolve_repo
@@ -144,3 +145,32 @@ def test_a_candidate_cannot_opt_a_test_out_by_making_it_look_up_a_host(tmp_path)
     assert report.status == EvalStatus.UNRESOLVED
     assert list(report.needs_network) == ["test_calc.py::test_lookup"]
     assert report.pass_to_pass["test_calc.py::test_add"] == TestStatus.FAILED
+
+
+FLIP = (
+    "import pytest\n\n\n@pytest.hookimpl(hookwrapper=True)\ndef pytest_runtest_makereport(item, call):\n"
+    "    outcome = yield\n    outcome.get_result().outcome = 'passed'\n"
+)
+"""A pytest hook that reports every failed test as passed."""
+
+
+def new_file(path: str, text: str) -> str:
+    lines = text.splitlines(keepends=True)
+    return (f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n"
+            f"@@ -0,0 +1,{len(lines)} @@\n" + "".join(f"+{line}" for line in lines))
+
+
+@pytest.mark.parametrize("cheat", [
+    new_file("conftest.py", FLIP),
+    new_file("pytest.ini", "[pytest]\naddopts = -p flipper\n") + new_file("flipper.py", FLIP),
+    new_file("sub/conftest.py", FLIP) + new_file("conftest.py", "pytest_plugins = ['sub.conftest']\n"),
+], ids=["conftest", "pytest.ini-plugin", "pytest_plugins"])
+def test_test_infrastructure_the_candidate_adds_cannot_flip_failures(tmp_path, cheat):
+    mirror, task = make_task_repo(tmp_path)
+    report = grade(_env(mirror, task), task, cheat)
+    assert report.status == EvalStatus.UNRESOLVED, report
+    assert report.fail_to_pass["test_calc.py::test_clamp_high"] == TestStatus.FAILED
+    assert report.restored and all("restored to the base commit" in why for why in report.restored.values())
+    assert {"conftest.py", "pytest.ini"} & set(report.restored), report.restored
+    gold = grade(_env(mirror, task), task, task.patch + cheat)
+    assert gold.status == EvalStatus.RESOLVED and gold.restored, gold

@@ -86,6 +86,17 @@ int main(int argc, char **argv) {
         }
         return 0;
     }
+    if (!strcmp(what, "create")) {
+        const char *path = argv[2];
+        mode_t m = 04755;
+        umask(0);
+        unlink(path); mode_after("open", open(path, O_CREAT | O_WRONLY, m), path);
+        unlink(path); mode_after("openat", openat(AT_FDCWD, path, O_CREAT | O_WRONLY, m), path);
+        unlink(path); mode_after("creat", creat(path, m), path);
+        unlink(path); mode_after("mknod", mknod(path, S_IFREG | m, 0), path);
+        unlink(path); mode_after("mknodat", mknodat(AT_FDCWD, path, S_IFREG | 02755, 0), path);
+        return 0;
+    }
     if (!strcmp(what, "mount")) {
         report("mount", mount("none", argv[2], "tmpfs", 0, NULL));
         report("umount2", umount2(argv[2], MNT_DETACH));

@@ -19,8 +19,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from sandbox_helpers import BACKENDS, ESCAPE_CONFIG, make_sandbox
 
-from swedojo.sandboxes.base import Sandbox, SandboxConfig
+from swedojo.sandboxes.base import MAX_FILE_BYTES, Sandbox, SandboxConfig
+from swedojo.tools.base import ToolContext
+from swedojo.tools.builtin.editor import EditorParams, EditorTool
 
 Parse = Callable[[str], dict[str, tuple[int, ...]]]
 
@@ -289,3 +292,57 @@ def test_forged_end_marker(sandbox: Sandbox) -> None:
     assert result.exit_code == 4
     assert result.output.endswith("real-end\n")
     assert result.duration_s >= 1
+
+
+def test_the_agents_git_config_does_not_shape_the_recorded_diff(sandbox: Sandbox) -> None:
+    setup = sandbox.exec(
+        "printf '#!/bin/sh\\necho forged\\n' > /tmp/ext && chmod +x /tmp/ext"
+        " && git config diff.external /tmp/ext && git config core.fsmonitor 'touch fsmonitor-ran; false'"
+        " && git config color.diff always && git config diff.noprefix true"
+        " && git config filter.f.clean 'echo cleaned' && echo 'pkg/* filter=f' > .gitattributes"
+        " && echo 'X = 2' > pkg/mod.py && echo ok")
+    assert setup.output.strip().endswith("ok"), setup.output
+    diff = sandbox.diff()
+    assert "forged" not in diff and "\x1b" not in diff and "cleaned" not in diff, diff
+    assert "--- a/pkg/mod.py\n+++ b/pkg/mod.py\n" in diff and "+X = 2\n" in diff, diff
+    assert "fsmonitor-ran" not in sandbox.exec("ls").output
+
+
+@pytest.mark.parametrize("make", [
+    "mkfifo pipe.txt",
+    "ln -s /dev/zero pipe.txt",
+    "ln -s /dev/tty pipe.txt",
+], ids=["fifo", "dev-zero", "dev-tty"])
+def test_files_the_agent_made_unreadable_are_tool_errors(sandbox: Sandbox, make: str) -> None:
+    """Viewing or editing them ends as a bounded tool error returned to the model, never a sandbox failure."""
+    assert sandbox.exec(f"{make} && echo made", timeout=60).output.strip().endswith("made")
+    unreadable_is_a_tool_error(sandbox)
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+def test_a_file_over_the_read_bound_is_a_tool_error(name: str, git_repo: Path) -> None:
+    """A file larger than `MAX_FILE_BYTES` is never read whole into the harness."""
+    with make_sandbox(name, git_repo, ESCAPE_CONFIG.model_copy(update={"disk_mb": 256})) as sandbox:
+        made = sandbox.exec(f"yes 'a line of text' | head -c {MAX_FILE_BYTES + 1} > pipe.txt && echo made", timeout=60)
+        assert made.output.strip().endswith("made"), made.output
+        unreadable_is_a_tool_error(sandbox)
+
+
+def unreadable_is_a_tool_error(sandbox: Sandbox) -> None:
+    editor, ctx = EditorTool(), ToolContext()
+    for params in ({"command": "view", "path": "pipe.txt"},
+                   {"command": "str_replace", "path": "pipe.txt", "old_str": "x", "new_str": "y"}):
+        result = editor.run(sandbox, EditorParams(**params), ctx)
+        assert result.is_error and len(result.output) < 1000, result.output[:300]
+    with pytest.raises(OSError):
+        sandbox.read_file("pipe.txt")
+    assert sandbox.exec("echo alive").output == "alive\n"
+
+
+def test_no_file_is_created_set_id(sandbox: Sandbox, probe: str, parse_probe: Parse) -> None:
+    rows = parse_probe(sandbox.exec(f"{probe} create made").output)
+    for call in ("open", "openat", "creat", "mknod", "mknodat"):
+        rc, err, _ = rows[call]
+        assert rc == -1 and err in DENIED, (call, rows)
+    python = sandbox.exec("python3 -c 'import os; os.close(os.open(\"made2\", os.O_CREAT, 0o4755))'; stat -c %a made2")
+    assert not python.output.splitlines()[-1].startswith(("4", "2", "6")), python.output

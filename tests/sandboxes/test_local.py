@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -170,3 +172,32 @@ def test_close_ends_everything_and_removes_the_tree(git_repo: Path) -> None:
 def test_timeout_ends_orphans_that_left_the_session(box: LocalSandbox) -> None:
     assert box.exec("(setsid sleep 302 &); sleep 100", timeout=1).timed_out
     assert box.exec("ps -eo args | grep -c '^sleep 302'").output == "0\n"
+
+
+@needs_root
+def test_helpers_are_not_taken_from_the_callers_path(git_repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A directory on PATH the sandbox user can reach (under /tmp) holds look-alikes of every
+    helper the harness runs as root: none of them runs."""
+    planted = Path(tempfile.mkdtemp(prefix="swedojo-planted-"))
+    try:
+        planted.chmod(0o755)
+        marker = planted / "ran"
+        for name in ("env", "prlimit", "bwrap", "setpriv", "nsenter", "chown", "sh", "head", "tee"):
+            (planted / name).write_text(f"#!/bin/sh\necho {name} >> {marker}\nexit 1\n")
+            (planted / name).chmod(0o755)
+        monkeypatch.setenv("PATH", f"{planted}:{os.environ['PATH']}")
+        with LocalSandbox(git_repo, "HEAD", CONFIG) as sandbox:
+            assert sandbox.exec("echo hi").output == "hi\n"
+            sandbox.write_file("new.txt", b"x")
+            assert sandbox.read_file("new.txt") == b"x" and "new.txt" in sandbox.diff()
+        assert not marker.exists(), marker.read_text()
+    finally:
+        shutil.rmtree(planted)
+
+
+def test_file_helpers_run_in_a_session_of_their_own(git_repo: Path) -> None:
+    """No controlling terminal of the operator's for a helper (a link to /dev/tty would reach it).
+    Seen without bubblewrap, where the helper's /proc is the host's; both paths start it alike."""
+    with LocalSandbox(git_repo, "HEAD", CONFIG, bubblewrap=False) as sandbox:
+        code, out, _ = sandbox._one_off(["sh", "-c", "read -r _ _ _ _ _ session _ < /proc/$$/stat; echo $session"])
+        assert code == 0 and int(out) != os.getsid(0), out

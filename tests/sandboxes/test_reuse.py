@@ -9,15 +9,19 @@ next sandbox of the same container.
 
 from __future__ import annotations
 
+import subprocess
 import time
 from collections.abc import Iterator
 
 import pytest
 from sandbox_helpers import make_repo
 
+from swedojo.rewards.grading import grade_in_sandbox
 from swedojo.sandboxes.docker import DockerSandbox
+from swedojo.sandboxes.environment import default_python_env
 from swedojo.sandboxes.pool import SandboxPool
 from swedojo.sandboxes.warm_runner import WarmRunner
+from swedojo.schema import EvalStatus, TaskInstance
 
 pytestmark = pytest.mark.docker
 
@@ -139,3 +143,45 @@ def test_reuse_off_or_worn_out_removes_the_container() -> None:
             ids.append(sandbox.container_id)
             sandbox.close()
         assert max(ids.count(i) for i in ids) <= 2, ids
+
+
+SURVIVOR = r"""python3 -c 'import ctypes, threading, time
+def plant():
+    while True:
+        try:
+            with open("/testbed/pkg/mod.py", "w") as f: f.write("X = 2\n")
+        except OSError: pass
+        time.sleep(0.005)
+threading.Thread(target=plant).start()
+ctypes.CDLL(None).syscall(60, 0)' &
+sleep 0.5; echo planted
+"""
+"""A process whose main thread left (SYS_exit) while another thread runs: its leader shows `Z`,
+the thread keeps writing the fix of the task below into the work tree."""
+
+SURVIVORS = r"""for d in /proc/[0-9]*; do
+  read -r _ _ state _ < $d/stat 2>/dev/null; [ "$state" = Z ] || continue
+  for t in $d/task/*; do read -r _ _ state _ < $t/stat 2>/dev/null; [ "$state" = Z ] || echo "survivor ${d#/proc/}"; done
+done; echo checked"""
+"""Lists processes whose leader is a zombie but some thread still runs."""
+
+
+def test_a_thread_outliving_its_leader_cannot_change_a_later_grade(pool: SandboxPool, tmp_path) -> None:
+    repo = make_repo(tmp_path / "repo", {"pkg/__init__.py": "", "pkg/mod.py": "X = 1\n", "README.md": "hi\n"})
+    base = subprocess.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
+    test_patch = ("diff --git a/tests/test_x.py b/tests/test_x.py\nnew file mode 100644\n--- /dev/null\n"
+                  "+++ b/tests/test_x.py\n@@ -0,0 +1,4 @@\n+from pkg.mod import X\n+\n+def test_x():\n+    assert X == 2\n")
+    unrelated = "diff --git a/README.md b/README.md\n--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-hi\n+hello\n"
+    task = TaskInstance(instance_id="survivor__1", repo="local/repo", base_commit=base, patch="", test_patch=test_patch,
+                        problem_statement="X should be 2", FAIL_TO_PASS=["tests/test_x.py::test_x"], PASS_TO_PASS=[])
+    env = default_python_env("local/repo", base, repo, "docker")
+    first = pool.acquire(PYTHON_IMAGE, repo, base, runner=RUNNER)
+    assert first.exec(SURVIVOR).output.strip().endswith("planted")
+    assert first.exec("cat pkg/mod.py").output == "X = 2\n", "the survivor does not write"
+    second = released_and_back(pool, first, repo, base)
+    threads = second.exec(SURVIVORS)
+    assert threads.output.strip() == "checked", threads.output
+    report = grade_in_sandbox(second, env, task, unrelated)
+    assert report.status == EvalStatus.UNRESOLVED, report
+    assert second.exec("cat pkg/mod.py").output == "X = 1\n"
+    second.close()

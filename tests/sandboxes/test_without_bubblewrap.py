@@ -1,7 +1,8 @@
 """The local backend without bubblewrap still runs a repository's tests: gold resolves the demo suite.
 
-bubblewrap is made unavailable the way a machine without it is: `dojo eval` runs with a PATH on
-which every program of /usr/bin and /bin is found except `bwrap`. As root the sandbox user then
+bubblewrap is made unavailable the way a machine without it is: `dojo eval` runs with a PATH, and
+the directories its helpers are found in (`SWEDOJO_HELPER_PATH`), in which every program of
+/usr/sbin, /usr/bin and /bin is found except `bwrap`. As root the sandbox user then
 cannot see the harness's interpreter where only root may enter (pyenv under /root), so the tests
 run with a reachable copy of it (`sandboxes/interpreter.py`), found as `python` and `python3`.
 """
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.slow
 def _path_without_bwrap(root: Path) -> str:
     bin_dir = root / "bin"
     bin_dir.mkdir()
-    for directory in ("/usr/local/bin", "/usr/bin", "/bin"):
+    for directory in ("/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"):
         for entry in Path(directory).iterdir():
             target = bin_dir / entry.name
             if entry.name != "bwrap" and not target.exists():
@@ -31,7 +32,8 @@ def _path_without_bwrap(root: Path) -> str:
 
 
 def test_gold_resolves_the_demo_suite_without_bubblewrap(tmp_path: Path) -> None:
-    env = {**os.environ, "PATH": _path_without_bwrap(tmp_path)}
+    path = _path_without_bwrap(tmp_path)
+    env = {**os.environ, "PATH": path, "SWEDOJO_HELPER_PATH": str(tmp_path / "bin")}
     check = subprocess.run([sys.executable, "-c", "from swedojo.sandboxes.local import bubblewrap_problem; print(bubblewrap_problem())"],
                            env=env, capture_output=True, text=True, check=True)
     assert check.stdout.strip() == "bubblewrap (bwrap) is not installed"
