@@ -85,7 +85,7 @@ def grade_in_sandbox(sandbox: Sandbox, env: Environment, instance: TaskInstance,
     report.test_exit_code, report.test_duration_s = result.exit_code, result.duration_s
     report.log_tail = result.log[-2000:]
     provided = patch_files(instance.patch) + test_files
-    if why := environment_failure(result, env.spec, sandbox, patch_files(candidate), provided):
+    if why := environment_failure(result, env.spec, sandbox, patch_files(candidate), provided, tests):
         report.status, report.error = EvalStatus.INFRA_ERROR, why
         return report
     offline = _offline(result, tests) if candidate.strip() else {}

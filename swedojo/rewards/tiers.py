@@ -337,7 +337,8 @@ def suite_at_base(sandbox: Sandbox, env: Environment, instance: TaskInstance) ->
     if instance.test_patch.strip():
         apply_patch(sandbox, instance.test_patch, "test patch")
     run = run_suite(sandbox, env.spec, TEST_TIMEOUT_S)
-    if why := environment_failure(run, env.spec, sandbox, [], patch_files(instance.patch)):
+    if why := environment_failure(run, env.spec, sandbox, [], patch_files(instance.patch),
+                                  instance.FAIL_TO_PASS + instance.PASS_TO_PASS):
         raise BaselineError(why)
     restore_files(sandbox, instance.base_commit, patch_files(instance.test_patch))
     return run

@@ -5,7 +5,9 @@ wrong thing and hides a broken environment. Each rule reads the run's log and ex
 
 - the test command could not start: exit 126/127 with the shell saying why;
 - the test runner itself is not installed (`No module named pytest` for `python -m pytest`);
-- a module is missing at collection that neither the repository nor any patch provides (a dependency);
+- a module is missing at collection that neither the repository nor any patch provides (a dependency),
+  and a test the caller scores errored or is absent (a passing suite may print such a message as
+  a test's expected output, e.g. a test runner's own tests);
 - the run reported no test at all, and the log names no file the candidate changed.
 
 A failure that names a file the candidate changed stays the candidate's.
@@ -18,6 +20,7 @@ from collections.abc import Iterable
 
 from swedojo.sandboxes.base import Sandbox
 from swedojo.schema import EnvSpec, TestStatus
+from swedojo.testrun.ids import status_of
 from swedojo.testrun.run import SuiteRun
 
 _SHELL_CANNOT_START = re.compile(r"^.*(command not found|No such file or directory|Permission denied|cannot execute).*$", re.M)
@@ -48,11 +51,12 @@ def repo_paths(sandbox: Sandbox) -> list[str]:
 
 
 def environment_failure(run: SuiteRun, spec: EnvSpec, sandbox: Sandbox, changed: Iterable[str],
-                        provided: Iterable[str] = ()) -> str | None:
+                        provided: Iterable[str] = (), scored: Iterable[str] = ()) -> str | None:
     """Why `run` says nothing about the code under test, with the evidence; None when it does.
 
     `sandbox`: where the run was, asked for its tracked paths only when a missing module needs
-    them; `changed`: files the candidate changed; `provided`: files other patches (gold, tests) add.
+    them; `changed`: files the candidate changed; `provided`: files other patches (gold, tests) add;
+    `scored`: the test ids the caller scores (none: any test counts).
     """
     changed = list(changed)
     tail = run.log.strip().splitlines()[-1:] or [f"exit {run.exit_code}, no output"]
@@ -61,7 +65,11 @@ def environment_failure(run: SuiteRun, spec: EnvSpec, sandbox: Sandbox, changed:
     runner = _RUNNER_MODULE.search(spec.test_command)
     if runner and not run.statuses and f"No module named {runner.group(1)}" in run.log:
         return f"the test runner is not installed: No module named {runner.group(1)}"
-    errored = not run.statuses or TestStatus.ERROR in run.statuses.values()  # collection errors, not a test's own output
+    scored = list(scored)
+    if scored:  # a scored test that errored or never ran: the missing module may be why
+        errored = any(status_of(run.statuses, test) in (None, TestStatus.ERROR) for test in scored)
+    else:  # collection errors, not a test's own output
+        errored = not run.statuses or TestStatus.ERROR in run.statuses.values()
     missing = list(dict.fromkeys(_NO_MODULE.findall(run.log))) if errored else []
     known = _module_tops([*repo_paths(sandbox), *changed, *provided]) if missing else set()
     for name in missing:

@@ -59,6 +59,22 @@ def test_a_missing_dependency_at_collection_is_infra_error(tmp_path):
     assert report.error == "a dependency is missing: No module named 'yaml_that_is_not_installed' (not in the repository or any patch)"
 
 
+def test_a_missing_module_named_in_passing_output_is_not_infra_error(tmp_path):
+    """Seen on a test runner's own suite: a passing test prints another run's collection error
+    ("No module named 'does_not_work'") and the log holds an ERROR line, but every scored test ran
+    and passed: the environment is fine and gold is resolved."""
+    mirror, task = make_task_repo(tmp_path)
+    extra = ("def test_prints_an_inner_failure():\n"
+             "    print(\"ModuleNotFoundError: No module named 'does_not_work'\")\n"
+             "    print('ERROR inner/test_x.py - collection failed')\n\n\n"
+             "def test_errors_in_setup(missing_fixture):\n    pass\n")
+    new_file = source_patch("test_extra.py", "", extra).replace("--- a/test_extra.py", "new file mode 100644\n--- /dev/null")
+    noisy = task.model_copy(update={"test_patch": task.test_patch + new_file})
+    env = _env(mirror, noisy, test_command="python -m pytest -rA -p no:cacheprovider")
+    report = grade(env, noisy, task.patch)
+    assert report.status == EvalStatus.RESOLVED, (report.error, report.log_tail)
+
+
 def test_a_broken_patch_stays_the_agents_failure(tmp_path):
     mirror, task = make_task_repo(tmp_path)
     env = _env(mirror, task)
