@@ -23,6 +23,7 @@ _INSTALL = re.compile(
 _TEST = re.compile(
     r"\bpytest\b|\btox\b|\bnox\b|\b(npm|yarn|pnpm)( run)? test\b|\bgo test\b|\bcargo test\b|\bctest\b"
     r"|\bmake (test|check)\b|\bmvn\b.*\b(test|verify)\b|\bgradlew?\b.*\b(test|check)\b|\bunittest\b"
+    r"|\brun_?tests?\.py\b"
 )
 _VERSION_KEYS = {
     "python": ("python-version", "python", "python_version", "py"),
@@ -41,6 +42,8 @@ class CiCommand(BaseModel):
     """`install` or `test`."""
     command: str
     """The line, continuations joined."""
+    workdir: str = ""
+    """The step's `working-directory`, relative to the repository root (empty: the root)."""
 
 
 class CiFindings(BaseModel):
@@ -100,11 +103,13 @@ def read_workflows(root: Path) -> CiFindings:
             continue
         for mapping in _walk(tree):
             run = mapping.get("run")
+            where = mapping.get("working-directory")
+            where = where.strip().removeprefix("./").rstrip("/") if isinstance(where, str) else ""
             if isinstance(run, str):
                 for line in _run_lines(run):
                     kind = "test" if _TEST.search(line) else "install" if _INSTALL.search(line) else ""
                     if kind:
-                        findings.commands.append(CiCommand(file=rel, kind=kind, command=line))
+                        findings.commands.append(CiCommand(file=rel, kind=kind, command=line, workdir=where))
             for runtime, keys in _VERSION_KEYS.items():
                 for key in keys:
                     values = mapping.get(key)

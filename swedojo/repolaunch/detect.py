@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import configparser
 import json
+import posixpath
 import re
 import shlex
 import tomllib
@@ -246,6 +247,7 @@ class _PythonPlan:
         self.editable = False
         self.requires_python: list[tuple[str, str]] = []  # (file, specifier)
         self.listed: dict[str, list[str]] = {}  # file -> versions it names
+        self.test_commands: list[tuple[str, str, str]] = []  # (file, working directory, command) from tox and CI
 
     def _add(self, items: list[str], item: str) -> None:
         if item and item not in items:
@@ -433,6 +435,9 @@ class _PythonPlan:
             self.out.note("tox.ini", "testenv deps")
         if cfg.has_option("testenv", "commands"):
             self.out.note("tox.ini", f"testenv commands: {'; '.join(_lines(cfg.get('testenv', 'commands')))}")
+            where = _tox_substituted(cfg.get("testenv", "changedir", fallback="")).removeprefix("./").rstrip("/")
+            for line in _lines(cfg.get("testenv", "commands")):
+                self.test_commands.append(("tox.ini", where, _tox_substituted(line.replace("{envpython}", "python"))))
         if cfg.has_option("testenv", "extras"):
             for extra in re.split(r"[,\s]+", cfg.get("testenv", "extras").strip()):
                 self._add(self.extras, extra)
@@ -484,6 +489,7 @@ class _PythonPlan:
                     for extra in match.group(1).split(","):
                         self._add(self.extras, extra)
                     self.out.note(cmd.file, f"installs extras {match.group(1)}")
+        self.test_commands += [(cmd.file, cmd.workdir, cmd.command) for cmd in self.ci.commands if cmd.kind == "test"]
         if versions := self.ci.versions.get("python"):
             self.listed["ci"] = versions
             self.out.note(".github/workflows", f"CI runs python {', '.join(versions)}")
@@ -546,8 +552,30 @@ class _PythonPlan:
         out.install_commands.append(shlex.join(args))
         if self.editable:
             out.rebuild_commands.append("pip install --no-deps --no-build-isolation -e .")
-        out.test_command = "python -m pytest -rA -v -p no:cacheprovider"
-        out.log_parser = "pytest"
+        out.test_command, out.log_parser = self._runner() or ("python -m pytest -rA -v -p no:cacheprovider", "pytest")
+
+    def _runner(self) -> tuple[str, str] | None:
+        """The project's own unittest-style runner (`python -m unittest`, a `runtests.py` script)
+        when its tox or CI test commands use one and nothing in the repo says pytest; None: pytest,
+        which also runs unittest suites and reads them per test."""
+        said = [_text(self.root / f) for f in self.out.dependency_files if (self.root / f).is_file()]
+        said += [command for _, _, command in self.test_commands]
+        conftests = [d for d in ("", "tests", "test", "testing", "src") if (self.root / d / "conftest.py").is_file()]
+        if conftests or (self.root / "pytest.ini").is_file() or any(re.search(r"\bpy\.?test\b", t) for t in said):
+            return None
+        for file, where, command in self.test_commands:
+            words = command.split()
+            if "unittest" in words and "-m" in words and not where:
+                self.out.note(file, f"tests run by unittest: {command}")
+                return ("python -m unittest -v" if "discover" not in words else "python -m unittest -v discover " +
+                        " ".join(words[words.index("discover") + 1:]), "unittest")
+            script = next((w for w in words if re.search(r"(^|/)run_?tests?\.py$", w)), "")
+            path = posixpath.normpath(posixpath.join(where, script.removeprefix("./"))) if script else ""
+            if path and (self.root / path).is_file():
+                verbose = " --verbosity 2" if "--verbosity" in _text(self.root / path) else " -v"
+                self.out.note(file, f"tests run by the project's own runner {path} (unittest output): {command}")
+                return f"python {path}{verbose}", "unittest"
+        return None
 
 
 def _python(root: Path, ci: CiFindings, when: datetime | None, build_system: str, plan_for: PythonPlanning) -> RepoAnalysis:

@@ -1,7 +1,9 @@
 """Test commands for the whole suite, for some test files, or for some test ids.
 
-A runner whose command line takes files and ids (pytest, or a wrapper read by the pytest parser,
-as SWE-bench appends them) gets them appended; for any other
+A runner whose command line takes files and ids gets them appended: pytest (or a wrapper read by
+the pytest parser) as SWE-bench appends them; unittest and the runner scripts built on it (read
+by the unittest parser) as dotted labels, `tests/a/test_b.py` -> `a.test_b` below the script's
+directory and `test_x (a.test_b.Case)` -> `a.test_b.Case.test_x`, as Django's runner takes them. For any other
 command the whole suite runs and the wanted tests are read from its log, which is slower but
 never wrong. A compound command (`a; b`, `a && b`) is never extended: there is no telling which
 part the arguments would reach.
@@ -9,6 +11,7 @@ part the arguments would reach.
 
 from __future__ import annotations
 
+import posixpath
 import re
 import shlex
 from collections.abc import Sequence
@@ -17,6 +20,7 @@ from swedojo.schema import EnvSpec
 
 _PYTEST = re.compile(r"(^|[\s/])(py\.test|pytest)(\s|$)")
 _PYTEST_PARSERS = ("pytest", "pytest-junit")
+_UNITTEST_ID = re.compile(r"(\w+) \(([\w.]+)\)")
 _SHELL_OPERATORS = set(";&|()<>\n")
 MAX_SELECTION_BYTES = 32_000
 """Longest list of test ids appended to a command line (one argument may not pass 128 KiB, all of
@@ -36,8 +40,31 @@ def is_simple(command: str) -> bool:
 
 def selects_tests(spec: EnvSpec) -> bool:
     """Whether test files and ids can be appended to the spec's command: a simple command read by
-    a pytest parser (pytest itself, or a wrapper that passes its arguments on)."""
-    return spec.log_parser in _PYTEST_PARSERS and is_simple(spec.test_command)
+    a pytest parser (pytest itself, or a wrapper that passes its arguments on), or by the unittest
+    parser when it is not a discovery (which takes no labels)."""
+    if not is_simple(spec.test_command):
+        return False
+    return spec.log_parser in _PYTEST_PARSERS or (spec.log_parser == "unittest" and "discover" not in spec.test_command)
+
+
+def label_root(spec: EnvSpec) -> str:
+    """Where a unittest-style runner's dotted labels start: the directory of the script it runs
+    (`python tests/runtests.py`), else the working directory (`python -m unittest`)."""
+    script = next((w for w in shlex.split(spec.test_command) if w.endswith(".py")), "")
+    return posixpath.dirname(script.removeprefix("./"))
+
+
+def _argument(spec: EnvSpec, item: str) -> str | None:
+    """`item` (a test file or id) as the runner takes it; None when it cannot take it."""
+    if spec.log_parser != "unittest":
+        return item
+    if match := _UNITTEST_ID.fullmatch(item):
+        return f"{match.group(2)}.{match.group(1)}"
+    root = label_root(spec)
+    if root and not item.startswith(root + "/"):
+        return None
+    module = item[len(root) + 1:] if root else item
+    return module.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
 
 
 def suite_command(spec: EnvSpec) -> str:
@@ -74,12 +101,13 @@ def runnable(spec: EnvSpec, paths: Sequence[str]) -> list[str]:
     none for a runner that cannot be given files (it runs the whole suite)."""
     if not selects_tests(spec):
         return []
-    return [p for p in dict.fromkeys(paths) if p.endswith(".py")]
+    return [p for p in dict.fromkeys(paths) if p.endswith(".py") and _argument(spec, p) is not None]
 
 
 def appended(spec: EnvSpec, items: Sequence[str]) -> str:
-    """The spec's command with test files or ids appended, each quoted."""
-    return " ".join([spec.test_command, *(shlex.quote(item) for item in items)])
+    """The spec's command with test files or ids appended in the runner's form, each quoted."""
+    arguments = [a for a in (_argument(spec, item) for item in items) if a is not None]
+    return " ".join([spec.test_command, *(shlex.quote(a) for a in dict.fromkeys(arguments))])
 
 
 def selected_command(spec: EnvSpec, tests: Sequence[str]) -> str:

@@ -7,7 +7,8 @@ parser that misses tests, or a log with forged result lines, is noticed.
 
 Test ids per framework: pytest node ids; `Class#method` for surefire; `package::Test/sub` for Go;
 `binary::path` for cargo; the ctest name; `file::Suite > test` for jest and vitest (file is the
-base name: absolute paths differ between machines); `Suite > test` for TAP.
+base name: absolute paths differ between machines); `Suite > test` for TAP; `test_a (module.Class)`
+for unittest and the runners built on it.
 """
 
 from __future__ import annotations
@@ -444,6 +445,59 @@ def summary_automake(log: str) -> Counts | None:
                   xfailed=found.get("XFAIL", 0), xpassed=found.get("XPASS", 0))
 
 
+# --- unittest (-v; Django's runner and other scripts built on it print the same) ----------------
+
+_UNITTEST_TEST = re.compile(r"^(\w+) \(([\w.]+)\)")
+_UNITTEST_OUTCOME = re.compile(r"(ok|FAIL|ERROR|skipped '.*'|expected failure|unexpected success)$")
+_UNITTEST_STATUS = {"ok": TestStatus.PASSED, "FAIL": TestStatus.FAILED, "ERROR": TestStatus.ERROR,
+                    "skipped": TestStatus.SKIPPED, "expected failure": TestStatus.XFAIL,
+                    "unexpected success": TestStatus.XPASS}
+_UNITTEST_RAN = re.compile(r"^Ran (\d+) tests? in [\d.]+s$")
+_UNITTEST_CLOSING = re.compile(r"^(OK|FAILED)(?: \((.*)\))?$")
+_UNITTEST_KEYS = {"failures": "failed", "errors": "errors", "skipped": "skipped",
+                  "expected failures": "xfailed", "unexpected successes": "xpassed"}
+
+
+def parse_unittest(log: str) -> dict[str, TestStatus]:
+    """Read `test_a (module.Class) ... ok` lines as `test_a (module.Class)` (SWE-bench's form; Python
+    3.11+ prints `(module.Class.test_a)`). A test's first docstring line, or its own output, may
+    stand between its name and the outcome, on the same line or the next ones."""
+    results: dict[str, TestStatus] = {}
+    pending = ""
+    for raw in log.splitlines():
+        line = raw.rstrip()
+        if match := _UNITTEST_TEST.match(line):
+            name, dotted = match.groups()
+            pending = f"{name} ({dotted.removesuffix('.' + name)})"
+        # the outcome ends the line that holds " ... " (the test's output may run into it), or stands alone
+        outcome = _UNITTEST_OUTCOME.search(line.split(" ... ", 1)[1]) if " ... " in line \
+            else _UNITTEST_OUTCOME.fullmatch(line.strip())
+        if pending and outcome:
+            word = outcome.group(1)
+            _record(results, pending, _UNITTEST_STATUS["skipped" if word.startswith("skipped") else word])
+            pending = ""
+    return results
+
+
+def summary_unittest(log: str) -> Counts | None:
+    """"Ran 5 tests in 0.01s" and the closing "OK (skipped=1)" / "FAILED (failures=1, errors=1)"."""
+    total = None
+    counts: dict[str, int] = {}
+    for raw in log.splitlines():
+        line = raw.strip()
+        if match := _UNITTEST_RAN.match(line):
+            total, counts = int(match.group(1)), {}
+        elif total is not None and (match := _UNITTEST_CLOSING.match(line)):
+            for part in (match.group(2) or "").split(","):
+                key, _, value = part.strip().partition("=")
+                if key in _UNITTEST_KEYS and value.isdigit():
+                    counts[_UNITTEST_KEYS[key]] = int(value)
+    if total is None:
+        return None
+    found = {field: counts.get(field, 0) for field in _UNITTEST_KEYS.values()}
+    return Counts(total=total, passed=total - sum(found.values()), **found)
+
+
 # --- registry and checks ------------------------------------------------------------------------
 
 PARSERS: dict[str, LogParser] = {
@@ -457,6 +511,7 @@ PARSERS: dict[str, LogParser] = {
     "ctest": parse_ctest,
     "tap": parse_tap,
     "automake": parse_automake,
+    "unittest": parse_unittest,
 }
 
 SUMMARIES: dict[str, Callable[[str], Counts | None]] = {
@@ -469,6 +524,7 @@ SUMMARIES: dict[str, Callable[[str], Counts | None]] = {
     "ctest": summary_ctest,
     "tap": summary_tap,
     "automake": summary_automake,
+    "unittest": summary_unittest,
 }
 """Readers of each framework's own totals; `go test -json` prints none."""
 

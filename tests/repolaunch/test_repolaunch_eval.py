@@ -84,3 +84,64 @@ def test_eval_launches_environments(suite: Path, tmp_path: Path, env_cache: Path
     assert results["calc-1"]["report"]["pass_to_pass"] == {"tests/test_calc.py::test_add": "PASSED"}
     calc_log = next((tmp_path / "empty" / "environments").glob("*calc*")).joinpath("build.log").read_text()
     assert "validated spec cache hit" in calc_log  # launched once, by the gold run
+
+
+RUNTESTS = '''import argparse
+import os
+import sys
+import unittest
+
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, here)
+parser = argparse.ArgumentParser()
+parser.add_argument("labels", nargs="*")
+parser.add_argument("-v", "--verbosity", type=int, default=1)
+args = parser.parse_args()
+loader = unittest.defaultTestLoader
+suite = loader.loadTestsFromNames(args.labels) if args.labels else loader.discover(here, "tests.py", here)
+sys.exit(not unittest.TextTestRunner(verbosity=args.verbosity).run(suite).wasSuccessful())
+'''
+OWN_RUNNER = {
+    "setup.py": "from setuptools import setup\nsetup(name='shapes', version='1.0', packages=['shapes'])\n",
+    "tox.ini": "[tox]\nenvlist = py3\n[testenv]\nchangedir = tests\ncommands = {envpython} runtests.py {posargs}\n",
+    "shapes/__init__.py": "def area(w, h):\n    return w + h\n",
+    "tests/runtests.py": RUNTESTS,
+    "tests/app/__init__.py": "",
+    "tests/app/tests.py": "import unittest\n\nimport shapes\n\n\nclass ShapeTests(unittest.TestCase):\n"
+                          "    def test_square(self):\n        self.assertEqual(shapes.area(2, 2), 4)\n",
+    "tests/other/__init__.py": "",
+    "tests/other/tests.py": "import unittest\n\n\nclass Other(unittest.TestCase):\n"
+                            "    def test_broken_elsewhere(self):\n        self.fail('not graded')\n",
+}
+
+
+def test_a_project_with_its_own_unittest_runner(tmp_path: Path, env_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A repository tested by its own runner script (tox: `changedir = tests`, `runtests.py`; no
+    pytest anywhere), with ids as `name (module.Class)`: the launch finds the script, grading runs the
+    test patch's files as the script's labels and reads unittest's output; gold resolves, empty not."""
+    monkeypatch.setenv("SWEDOJO_CACHE", str(env_cache))
+    repo = write_tree(tmp_path / "shapes", OWN_RUNNER)
+    base = commit_all(repo, "shapes", DATE)
+    test_file = OWN_RUNNER["tests/app/tests.py"] + "\n    def test_rectangle(self):\n        self.assertEqual(shapes.area(2, 3), 6)\n"
+    record = {"instance_id": "shapes-1", "repo": str(repo), "base_commit": base, "environment_setup_commit": base,
+              "patch": _diff(repo, {"shapes/__init__.py": "def area(w, h):\n    return w * h\n"}),
+              "test_patch": _diff(repo, {"tests/app/tests.py": test_file}), "problem_statement": "area adds",
+              "FAIL_TO_PASS": json.dumps(["test_rectangle (app.tests.ShapeTests)"]),
+              "PASS_TO_PASS": json.dumps(["test_square (app.tests.ShapeTests)"]), "version": "1.0"}
+    suite = tmp_path / "suite.jsonl"
+    suite.write_text(json.dumps(record) + "\n")
+    runner = CliRunner()
+    common = ["eval", "--suite", str(suite), "--backend", "local", "--rewards", "resolved"]
+    gold = runner.invoke(app, [*common, "--policy", "gold", "--out", str(tmp_path / "gold")])
+    assert gold.exit_code == 0, gold.output
+    result = _results(tmp_path / "gold")["shapes-1"]
+    assert result["status"] == "resolved", result
+    assert result["report"]["fail_to_pass"] == {"test_rectangle (app.tests.ShapeTests)": "PASSED"}
+    spec = json.loads(next((tmp_path / "gold" / "environments").glob("*")).joinpath("envspec.json").read_text())
+    assert (spec["test_command"], spec["log_parser"]) == ("python tests/runtests.py --verbosity 2", "unittest")
+    assert spec["test_scope"] == ["tests/app/tests.py"]
+    assert "test_broken_elsewhere (other.tests.Other)" not in result["report"]["log_tail"]  # only the graded file ran
+    empty = runner.invoke(app, [*common, "--policy", "empty", "--out", str(tmp_path / "empty")])
+    assert empty.exit_code == 0, empty.output
+    assert _results(tmp_path / "empty")["shapes-1"]["report"]["fail_to_pass"] == \
+        {"test_rectangle (app.tests.ShapeTests)": "FAILED"}

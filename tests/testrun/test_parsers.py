@@ -233,6 +233,52 @@ def test_go_test_json() -> None:
     assert check_counts("gotest", log, results, 0) == ["exit code 0 but 3 test(s) failed"]
 
 
+UNITTEST_SUITE = {
+    "tests/__init__.py": "",
+    "tests/test_mix.py": """
+import unittest
+
+class Calc(unittest.TestCase):
+    def test_ok(self):
+        pass
+
+    def test_documented(self):
+        \"\"\"A docstring's first line is printed between the name and the outcome.\"\"\"
+
+    def test_prints(self):
+        print("noise from the test", end="")
+
+    def test_bad(self):
+        self.assertEqual(1, 2)
+
+    def test_broken(self):
+        raise RuntimeError("boom")
+
+    @unittest.skip("not here")
+    def test_skipped(self):
+        pass
+
+    @unittest.expectedFailure
+    def test_known_bug(self):
+        self.assertTrue(False)
+""",
+}
+
+
+def test_unittest_verbose(tmp_path: Path) -> None:
+    write_tree(tmp_path, UNITTEST_SUITE)
+    log, code = run([sys.executable, "-m", "unittest", "-v", "tests.test_mix"], tmp_path)
+    assert code == 1
+    results = parse_log("unittest", log)
+    expected = {f"{name} (tests.test_mix.Calc)": status for name, status in [
+        ("test_ok", P), ("test_documented", P), ("test_prints", P), ("test_bad", F), ("test_broken", E),
+        ("test_skipped", S), ("test_known_bug", XF)]}
+    assert results == expected, log
+    assert check_counts("unittest", log, results, code) == []
+    assert check_counts("unittest", log + "\ntest_forged (tests.test_mix.Calc) ... ok\n",
+                        {**results, "test_forged (tests.test_mix.Calc)": P}, code) != []
+
+
 def test_automake_harness() -> None:
     log = """make  check-TESTS
 PASS: tests/parse
@@ -257,7 +303,7 @@ Testsuite summary for demo 1.0
 
 def test_every_parser_is_checked_and_counts_add_up() -> None:
     assert set(PARSERS) == {"pytest", "pytest-junit", "surefire", "gotest", "jest", "vitest", "cargo", "ctest",
-                            "tap", "automake"}
+                            "tap", "automake", "unittest"}
     counts = counts_of(PYTEST_EXPECTED)
     assert (counts.total, counts.passed, counts.failed, counts.errors, counts.skipped, counts.xfailed) == \
         (8, 4, 1, 1, 1, 1)
