@@ -96,7 +96,7 @@ def _launch(repo: str, out: Path, commit: str, backend: str, mirror: Path | None
     finally:
         log.close()
     passed = sum(1 for status in spec.test_status.values() if status.counts_as_pass)
-    where = f"image {spec.image}" if spec.image else "local venv"
+    where = f"image {spec.image}" if spec.image else "local environment"
     console.print(f"[green]environment ready[/green] in {log.elapsed:.1f}s ({where}): {spec.language} "
                   f"{spec.runtime_version}, {len(spec.test_status)} tests ({passed} pass, {len(spec.flaky_tests)} "
                   f"flaky, {len(spec.network_tests)} need the network)")
