@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from swedojo.datasets.gen.cli import gen_command
-from swedojo.progress import Heartbeat
+from swedojo.progress import shown
 from swedojo.repolaunch.cli import launch_command
 from swedojo.rewards.cli import export_command, mismatch_command
 from swedojo.rundir import IssueRunDir, RunDir
@@ -206,11 +206,12 @@ def eval_command(
     kept = f" ({len(instances) - todo} kept from the earlier run)" if todo < len(instances) else ""
     console.print(f"evaluating {todo} of {len(instances)} instances of {suite}{kept} with policy {policy} on the {backend} backend -> {out}")
 
-    running: dict[str, float] = {}
+    running: dict[str, tuple[float, str]] = {}
+    """Instance id -> (when it started, what it is doing now)."""
     finished: list[str] = []
 
-    def started(instance) -> None:
-        running[instance.instance_id] = time.monotonic()
+    def staged(instance, what: str) -> None:
+        running[instance.instance_id] = (running.get(instance.instance_id, (time.monotonic(), ""))[0], what)
 
     def show(result) -> None:
         running.pop(result.instance_id, None)
@@ -221,7 +222,7 @@ def eval_command(
 
     def progress() -> str:
         now = time.monotonic()
-        busy = ", ".join(f"{i} ({now - t:.0f}s)" for i, t in list(running.items())) or "nothing yet"
+        busy = ", ".join(f"{i} ({now - t:.0f}s: {what})" for i, (t, what) in list(running.items())) or "nothing yet"
         return f"{len(finished)} of {todo} done; running {busy}"
 
     launching = launch if launch is not None else suite not in SUITES
@@ -235,9 +236,9 @@ def eval_command(
     stop = threading.Event()
     resume = escape(_resume_command(ctx, out))
     try:
-        with Heartbeat(progress, console.print), _first_interrupt_stops(stop):
+        with shown(console, progress), _first_interrupt_stops(stop):
             summary = evaluate(instances, lambda: make_policy(policy, model_backend, trajectories, agent), resolver, out,
-                               suite, loaded_suite.loaded.errors, workers, show, reward_config, on_start=started, stop=stop)
+                               suite, loaded_suite.loaded.errors, workers, show, reward_config, on_stage=staged, stop=stop)
     except KeyboardInterrupt:
         done = len(RunDir(out).read_results())
         console.print(f"[red]interrupted[/red]: {done} of {len(instances)} instances have results, the running ones "

@@ -21,6 +21,7 @@ from pydantic import BaseModel, PrivateAttr
 from swedojo.agent.backends import ModelBackend
 from swedojo.agent.base import Policy, RunContext
 from swedojo.agent.loop import AgentConfig, ModelPolicy
+from swedojo.progress import stage
 from swedojo.repolaunch.errors import LaunchError
 from swedojo.repos import resolve_repo
 from swedojo.rewards.compose import RewardConfig, compose
@@ -133,6 +134,7 @@ def run_instance(
     """
     start = time.monotonic()
     try:
+        stage("launching the environment" if resolver.launch else "opening a sandbox")
         env = resolver.resolve(instance)
         sandbox = env.open(instance.base_commit)
     except Exception as exc:
@@ -140,6 +142,7 @@ def run_instance(
     # The rollouts of one task form its group (one per run directory; `dojo export` joins them).
     run = RunContext(spec=env.spec, checkpoint=_checkpointer(trajectory_file), group_id=instance.instance_id)
     try:
+        stage(f"the {policy.name} policy at work")
         trajectory = policy.solve(instance, sandbox, run)
     except Exception as exc:
         trajectory = Trajectory(instance_id=instance.instance_id, policy=policy.name,
@@ -149,6 +152,7 @@ def run_instance(
     run.checkpoint(trajectory)
     if trajectory.exit_status == ExitStatus.INFRA_ERROR:
         return _infra_result(instance, policy, f"policy: {trajectory.error}".splitlines()[0], start)
+    stage("grading")
     report = score(env, instance, trajectory, rewards, baselines=baselines) if rewards else grade(env, instance, trajectory.patch)
     return InstanceResult(
         instance_id=instance.instance_id, policy=policy.name, status=report.status, resolved=report.resolved,

@@ -81,14 +81,14 @@ def environment(spec: EnvSpec, source: Path, config: SandboxConfig | None = None
 def prepared_sandbox(env: Environment, commit: str, log: BuildLog, timeout: float = 1800.0) -> Iterator[Sandbox]:
     """A sandbox of `env` at `commit` with the repo layer built, its output going to the build log."""
     def echo(command: str, result: ExecResult) -> None:
-        log.begin(f"sandbox: {command}")
-        log.write(f"{result.output}\n[exit {result.exit_code} after {result.duration_s:.1f}s]\n")
+        log.write(f"$ {command}\n{result.output}\n[exit {result.exit_code} after {result.duration_s:.1f}s]\n")
 
     try:
         sandbox = env.open(commit, prepared=False)
     except SandboxError as exc:
         raise InstallError(f"no sandbox on the environment: {exc}", log.path) from exc
     try:
+        log.begin(f"repo layer in a fresh sandbox: {' && '.join(env.spec.rebuild_commands) or 'nothing to build'}")
         prepare(sandbox, env.spec, timeout, echo)
         yield sandbox
     except PrepareError as exc:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +28,7 @@ C_BROKEN = {"Makefile": "CFLAGS = -fdiagnostics-color=always\nall: runner\nrunne
 
 
 def _launch(repo: Path, out: Path, backend: str, cache: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "SWEDOJO_CACHE": str(cache), "COLUMNS": "400"}
+    env = {**os.environ, "SWEDOJO_CACHE": str(cache), "COLUMNS": "400"}  # one line per message
     return subprocess.run([DOJO, "launch", str(repo), "--out", str(out), "--backend", backend], env=env,
                           capture_output=True, text=True, timeout=900, check=False)
 
@@ -74,3 +75,11 @@ def test_the_analysis_names_the_runtime_the_environment_gets(make_repo, tmp_path
     assert analysed == built and built, (analysed, built)
     assert f" {built}, 1 tests" in " ".join(run.stderr.split())
     assert f"runtime on the local backend: {'javascript' if files is NODE else 'c'} {built}" in (out / "build.log").read_text()
+
+
+def test_a_piped_launch_names_the_running_step_every_10_seconds(make_repo, tmp_path: Path, env_cache: Path) -> None:
+    slow = {**C_OK, "Makefile": C_OK["Makefile"].replace("\t$(CC)", "\tsleep 12; $(CC)")}  # the repo layer takes 12 s
+    run = _launch(make_repo("slow", slow, DATE), tmp_path / "out", "local", env_cache / tmp_path.name)
+    assert run.returncode == 0, run.stderr
+    beats = re.findall(r"^\[\d\d:\d\d:\d\d \+\d+s\] launch \S+ \(local\): (.+) \(\d+s in this step\)$", run.stderr, re.M)
+    assert any(step.startswith("repo layer in a fresh sandbox: make -j2") for step in beats), run.stderr
