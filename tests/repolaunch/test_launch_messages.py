@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from launch_helpers import DATE
+from launch_helpers import C_OK, DATE
 
 from swedojo.repolaunch.buildlog import BuildLog
 
@@ -20,8 +20,6 @@ DOJO = str(Path(sys.executable).with_name("dojo"))
 GO = {"go.mod": "module example.com/x\n\ngo 1.22\n", "x.go": "package x\n"}
 NODE = {"package.json": '{"name": "n", "version": "1.0.0", "scripts": {"test": "node --test"}}\n',
         "test/a.test.js": "const test = require('node:test');\ntest('ok', () => {});\n"}
-C_OK = {"Makefile": "all: runner\nrunner: runner.c\n\t$(CC) -o runner runner.c\ntest: runner\n\t./runner\n.PHONY: all test\n",
-        "runner.c": '#include <stdio.h>\nint main(void) { printf("1..1\\nok 1 - fine\\n"); return 0; }\n'}
 C_BROKEN = {"Makefile": "CFLAGS = -fdiagnostics-color=always\nall: runner\nrunner: runner.c\n\t$(CC) $(CFLAGS) -o runner runner.c\n"
                         "test: runner\n\t./runner\n.PHONY: all test\n",
             "runner.c": "int main(void) { return undefined_thing; }\n"}
