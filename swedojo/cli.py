@@ -355,18 +355,19 @@ def run_command(
     from swedojo.schema import EnvSpec
 
     out = out or Path("runs") / f"run-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
-    doing = ["starting"]
     try:
         spec = EnvSpec.model_validate_json(env.read_text()) if env else None
+    except (OSError, ValidationError) as exc:
+        console.print(f"[red]error:[/red] --env {env}: not an EnvSpec ({str(exc).splitlines()[0]})")
+        raise typer.Exit(2) from None
+    doing = ["starting"]
+    try:
         if spec and backend and backend != spec.backend:
             raise IssueError(f"--backend {backend}, but {env} is an environment of the {spec.backend} backend")
         text = read_issue(issue)
         with shown(console, lambda: doing[0]), reporting(lambda what: doing.__setitem__(0, what)):
             result = run_issue(repo, text, _load_model(model, api_key_env), out, commit=commit,
                                backend=backend or "local", agent=_agent_config(max_steps), spec=spec, launch=launch)
-    except (OSError, ValidationError) as exc:
-        console.print(f"[red]error:[/red] --env {env}: not an EnvSpec ({str(exc).splitlines()[0]})")
-        raise typer.Exit(2) from None
     except LaunchError as exc:
         console.print(f"[red]error:[/red] no environment for {repo}: {escape(str(exc))}; pass one with --env, or "
                       "--no-launch for the plain pytest environment")
