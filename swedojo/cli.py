@@ -19,7 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from swedojo.datasets.gen.cli import gen_command
-from swedojo.progress import Heartbeat
+from swedojo.progress import reporting, shown
 from swedojo.repolaunch.cli import launch_command
 from swedojo.rewards.cli import export_command, mismatch_command
 from swedojo.rundir import IssueRunDir, RunDir
@@ -206,11 +206,12 @@ def eval_command(
     kept = f" ({len(instances) - todo} kept from the earlier run)" if todo < len(instances) else ""
     console.print(f"evaluating {todo} of {len(instances)} instances of {suite}{kept} with policy {policy} on the {backend} backend -> {out}")
 
-    running: dict[str, float] = {}
+    running: dict[str, tuple[float, str]] = {}
+    """Instance id -> (when it started, what it is doing now)."""
     finished: list[str] = []
 
-    def started(instance) -> None:
-        running[instance.instance_id] = time.monotonic()
+    def staged(instance, what: str) -> None:
+        running[instance.instance_id] = (running.get(instance.instance_id, (time.monotonic(), ""))[0], what)
 
     def show(result) -> None:
         running.pop(result.instance_id, None)
@@ -221,7 +222,7 @@ def eval_command(
 
     def progress() -> str:
         now = time.monotonic()
-        busy = ", ".join(f"{i} ({now - t:.0f}s)" for i, t in list(running.items())) or "nothing yet"
+        busy = ", ".join(f"{i} ({now - t:.0f}s: {what})" for i, (t, what) in list(running.items())) or "nothing yet"
         return f"{len(finished)} of {todo} done; running {busy}"
 
     launching = launch if launch is not None else suite not in SUITES
@@ -235,9 +236,9 @@ def eval_command(
     stop = threading.Event()
     resume = escape(_resume_command(ctx, out))
     try:
-        with Heartbeat(progress, console.print), _first_interrupt_stops(stop):
+        with shown(console, progress), _first_interrupt_stops(stop):
             summary = evaluate(instances, lambda: make_policy(policy, model_backend, trajectories, agent), resolver, out,
-                               suite, loaded_suite.loaded.errors, workers, show, reward_config, on_start=started, stop=stop)
+                               suite, loaded_suite.loaded.errors, workers, show, reward_config, on_stage=staged, stop=stop)
     except KeyboardInterrupt:
         done = len(RunDir(out).read_results())
         console.print(f"[red]interrupted[/red]: {done} of {len(instances)} instances have results, the running ones "
@@ -334,19 +335,43 @@ def run_command(
     model: str = typer.Option("tiny:glm_moe_dsa", help="Checkpoint dir, http(s) URL[#served-model], tiny:ARCH or scripted:FILE."),
     api_key_env: str = API_KEY_ENV,
     commit: str = typer.Option("", help="Commit to start from (default: HEAD)."),
-    backend: str = typer.Option("local", help=f"Sandbox backend: {', '.join(sandbox_backends())}."),
+    env: Path = typer.Option(None, "--env", help="An envspec.json written by `dojo launch`: the agent works in that "
+                             "environment (default: one launched now for the repo, into OUT/environment)."),
+    launch: bool = typer.Option(True, "--launch/--no-launch", help="Without --env: launch the repo's environment "
+                                "with RepoLaunch; off: the plain pytest environment, enough for pure-stdlib repos."),
+    backend: str = typer.Option(None, help=f"Sandbox backend: {', '.join(sandbox_backends())} (default: the --env "
+                                "spec's, else local)."),
     out: Path = typer.Option(None, help="Output directory (default runs/run-<timestamp>)."),
     max_steps: int = typer.Option(20, help="Assistant turns before the run stops."),
 ) -> None:
-    """Run the agent on one issue: writes the patch, the trajectory and a format/static reward report."""
+    """Run the agent on one issue in the repo's own environment: writes the patch, the trajectory and
+    a reward report (format and static tiers; a raw issue names no test)."""
+    from pydantic import ValidationError
+
     from swedojo.agent.backends import BackendError
+    from swedojo.repolaunch.errors import LaunchError
     from swedojo.repos import CommitNotFoundError, RepoNotFoundError
     from swedojo.rollout import IssueError, read_issue, run_issue
+    from swedojo.schema import EnvSpec
 
     out = out or Path("runs") / f"run-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
     try:
+        spec = EnvSpec.model_validate_json(env.read_text()) if env else None
+    except (OSError, ValidationError) as exc:
+        console.print(f"[red]error:[/red] --env {env}: not an EnvSpec ({str(exc).splitlines()[0]})")
+        raise typer.Exit(2) from None
+    doing = ["starting"]
+    try:
+        if spec and backend and backend != spec.backend:
+            raise IssueError(f"--backend {backend}, but {env} is an environment of the {spec.backend} backend")
         text = read_issue(issue)
-        result = run_issue(repo, text, _load_model(model, api_key_env), out, commit=commit, backend=backend, agent=_agent_config(max_steps))
+        with shown(console, lambda: doing[0]), reporting(lambda what: doing.__setitem__(0, what)):
+            result = run_issue(repo, text, _load_model(model, api_key_env), out, commit=commit,
+                               backend=backend or "local", agent=_agent_config(max_steps), spec=spec, launch=launch)
+    except LaunchError as exc:
+        console.print(f"[red]error:[/red] no environment for {repo}: {escape(str(exc))}; pass one with --env, or "
+                      "--no-launch for the plain pytest environment")
+        raise typer.Exit(2) from None
     except (IssueError, BackendError, RepoNotFoundError, CommitNotFoundError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
@@ -355,11 +380,16 @@ def run_command(
                   + (f" ({trajectory.error})" if trajectory.error else "")
                   + (f"; stopped: {trajectory.stopped_by}" if trajectory.stopped_by else ""))
     sampled = sum(len(s.response_token_ids) for s in trajectory.steps)
-    tiers = ", ".join(f"{t.name} {t.score:.2f}" if t.scored else f"{t.name} not scored ({t.evidence.get('not_scored')})"
-                      for t in result.report.tiers)
+    report = result.report
+    scored = ", ".join(f"{t.name} {t.score:.2f}" for t in report.tiers if t.scored) or "no tier"
+    spec = result.environment
+    where = spec.image or spec.env_vars.get("SWEDOJO_ENV") or "the harness's own Python (--no-launch)"
+    console.print(f"environment: {spec.language or 'python'} {spec.runtime_version} on the {spec.backend} backend, {where}")
     console.print(f"tokens sampled: {sampled}; patch: {len(trajectory.patch.splitlines())} lines; "
-                  f"{result.report.status.value}: reward {result.report.reward:.2f} from {tiers}; "
-                  "no tests were run: a raw issue names none (evaluate a task with FAIL_TO_PASS for that)")
+                  f"{report.status.value}: reward {report.reward:.2f} from {scored}")
+    for tier in report.tiers:
+        if not tier.scored:
+            console.print(f"  {tier.name} not scored: {tier.evidence.get('not_scored')}")
     files = IssueRunDir(out)
     console.print(f"patch: {files.patch}  trajectory: {files.trajectory}  report: {files.report}")
 

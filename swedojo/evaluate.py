@@ -18,6 +18,7 @@ from pydantic import BaseModel
 
 from swedojo.agent.base import Policy
 from swedojo.datasets.io import RecordError
+from swedojo.progress import reporting
 from swedojo.rewards.compose import RewardConfig
 from swedojo.rewards.tiers import BaselineCache
 from swedojo.rollout import EnvironmentResolver, run_instance
@@ -100,7 +101,7 @@ def evaluate(
     workers: int = 1,
     on_result: Callable[[InstanceResult], None] | None = None,
     rewards: RewardConfig | None = None,
-    on_start: Callable[[TaskInstance], None] | None = None,
+    on_stage: Callable[[TaskInstance, str], None] | None = None,
     stop: threading.Event | None = None,
 ) -> Summary:
     """Evaluate every instance without a result in `out/results.jsonl` (or with an infra_error one)
@@ -109,7 +110,8 @@ def evaluate(
     With `rewards`, every instance is also scored on the reward tiers (three test runs instead of one;
     the suite's run at base is kept in `out/baselines`, so a resumed run does not repeat it).
     Once `stop` is set no further instance starts; those running finish, and the files are written
-    over the results so far (`Summary.not_started` counts the rest).
+    over the results so far (`Summary.not_started` counts the rest). `on_stage` hears what each
+    instance is doing as it changes (starting, the agent, grading, tier 3's suite runs, ...).
     """
     out.mkdir(parents=True, exist_ok=True)
     run_dir = RunDir(out)
@@ -120,9 +122,14 @@ def evaluate(
     baselines = BaselineCache(run_dir.baselines) if rewards else None
 
     def work(instance: TaskInstance) -> None:
-        if on_start:
-            on_start(instance)
-        result = run_instance(instance, resolver, policy_factory(), run_dir.trajectory(instance.instance_id), rewards, baselines)
+        def said(what: str) -> None:
+            if on_stage:
+                on_stage(instance, what)
+
+        said("starting")
+        with reporting(said):
+            result = run_instance(instance, resolver, policy_factory(), run_dir.trajectory(instance.instance_id), rewards,
+                                  baselines)
         with lock:
             with run_dir.results.open("a", encoding="utf-8") as fh:
                 fh.write(result.model_dump_json() + "\n")

@@ -1,22 +1,38 @@
-"""A timestamped progress line every few seconds while a long command works.
+"""Progress of a long command: a live display on a terminal, timestamped lines when piped.
 
-A piped `dojo eval` or `dojo gen` (as scripts and CI run them) otherwise prints nothing for
-minutes. The line says the time, how long the command has run, and what `describe()` reports of
-the work so far, read from what the command writes as it goes.
+A piped `dojo eval`, `dojo gen` or `dojo launch` (as scripts and CI run them) otherwise prints
+nothing for minutes. Piped, a line every few seconds says the time, how long the command has run,
+and what `describe()` reports of the work so far, read from what the command writes as it goes;
+on a terminal rich redraws the same (or a richer view) in place. Deep in a run, `stage()` says
+what the current step is doing (the baseline suite run of tier 3, grading, ...), for whoever
+listens with `reporting`: the reason a step is long is then on the console.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime
 from types import TracebackType
+
+from rich.console import Console, RenderableType
+from rich.live import Live
+from rich.spinner import Spinner
 
 
 def _elapsed(seconds: float) -> str:
     minutes, seconds = divmod(int(seconds), 60)
     return f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"
+
+
+def _said(describe: Callable[[], str]) -> str:
+    try:
+        return describe()
+    except Exception as exc:  # a progress line must never end the command it reports on
+        return f"(progress unavailable: {type(exc).__name__})"
 
 
 class Heartbeat:
@@ -30,10 +46,7 @@ class Heartbeat:
 
     def _beat(self) -> None:
         while not self._stop.wait(self.every_s):
-            try:
-                what = self.describe()
-            except Exception as exc:  # a progress line must never end the command it reports on
-                what = f"(progress unavailable: {type(exc).__name__})"
+            what = _said(self.describe)
             self.write(f"[{datetime.now():%H:%M:%S} +{_elapsed(time.monotonic() - self._started)}] {what}")
 
     def __enter__(self) -> Heartbeat:
@@ -43,3 +56,49 @@ class Heartbeat:
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
         self._stop.set()
         self._thread.join()
+
+
+class _Spinning:
+    """A spinner, the elapsed time and `describe()`, as of each redraw."""
+
+    def __init__(self, describe: Callable[[], str]) -> None:
+        self.describe = describe
+        self.spinner = Spinner("dots")
+        self.started = time.monotonic()
+
+    def __rich__(self) -> Spinner:
+        self.spinner.update(text=f"{_elapsed(time.monotonic() - self.started)}  {_said(self.describe)}")
+        return self.spinner
+
+
+@contextmanager
+def shown(console: Console, describe: Callable[[], str], display: RenderableType | None = None) -> Iterator[None]:
+    """Progress inside the block: on a terminal a live display (`display`, by default a spinner with
+    `describe()`), which lines printed meanwhile scroll above; piped, a `Heartbeat` on `console`."""
+    if console.is_terminal:
+        with Live(display if display is not None else _Spinning(describe), console=console, refresh_per_second=4,
+                  transient=True):
+            yield
+    else:
+        with Heartbeat(describe, lambda line: console.print(line, markup=False, highlight=False)):
+            yield
+
+
+_listener: ContextVar[Callable[[str], None] | None] = ContextVar("swedojo_stage_listener", default=None)
+
+
+def stage(what: str) -> None:
+    """Say what the running step does now (to the listener of `reporting`, if any)."""
+    listener = _listener.get()
+    if listener is not None:
+        listener(what)
+
+
+@contextmanager
+def reporting(listener: Callable[[str], None]) -> Iterator[None]:
+    """`stage()` calls made in this block (in this thread) go to `listener`."""
+    token = _listener.set(listener)
+    try:
+        yield
+    finally:
+        _listener.reset(token)

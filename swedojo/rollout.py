@@ -21,20 +21,23 @@ from pydantic import BaseModel, PrivateAttr
 from swedojo.agent.backends import ModelBackend
 from swedojo.agent.base import Policy, RunContext
 from swedojo.agent.loop import AgentConfig, ModelPolicy
+from swedojo.progress import stage
 from swedojo.repolaunch.errors import LaunchError
 from swedojo.repos import resolve_repo
 from swedojo.rewards.compose import RewardConfig, compose
 from swedojo.rewards.grading import grade, graded_paths, in_fresh_sandbox
 from swedojo.rewards.score import score
-from swedojo.rewards.tiers import BaselineCache, TierInput, run_tiers
+from swedojo.rewards.tiers import TIERS, BaselineCache, TierInput, run_tiers
 from swedojo.rundir import InstanceResult, IssueRunDir
 from swedojo.sandboxes.base import Sandbox, SandboxConfig
 from swedojo.sandboxes.environment import Environment, default_python_env
 from swedojo.schema import (
+    EnvSpec,
     EvalStatus,
     ExitStatus,
     RewardReport,
     TaskInstance,
+    TierScore,
     Trajectory,
 )
 from swedojo.testrun.patches import PatchApplyError, apply_patch
@@ -133,6 +136,7 @@ def run_instance(
     """
     start = time.monotonic()
     try:
+        stage("launching the environment" if resolver.launch else "opening a sandbox")
         env = resolver.resolve(instance)
         sandbox = env.open(instance.base_commit)
     except Exception as exc:
@@ -140,6 +144,7 @@ def run_instance(
     # The rollouts of one task form its group (one per run directory; `dojo export` joins them).
     run = RunContext(spec=env.spec, checkpoint=_checkpointer(trajectory_file), group_id=instance.instance_id)
     try:
+        stage(f"the {policy.name} policy at work")
         trajectory = policy.solve(instance, sandbox, run)
     except Exception as exc:
         trajectory = Trajectory(instance_id=instance.instance_id, policy=policy.name,
@@ -149,6 +154,7 @@ def run_instance(
     run.checkpoint(trajectory)
     if trajectory.exit_status == ExitStatus.INFRA_ERROR:
         return _infra_result(instance, policy, f"policy: {trajectory.error}".splitlines()[0], start)
+    stage("grading")
     report = score(env, instance, trajectory, rewards, baselines=baselines) if rewards else grade(env, instance, trajectory.patch)
     return InstanceResult(
         instance_id=instance.instance_id, policy=policy.name, status=report.status, resolved=report.resolved,
@@ -185,16 +191,25 @@ class IssueRun(BaseModel):
     trajectory: Trajectory
     """The agent's run."""
     report: RewardReport
-    """Format and static tiers (no tests are known for a raw issue)."""
+    """Format and static tiers scored; the test tiers listed as not scored, with the reason."""
+    environment: EnvSpec
+    """The environment the agent worked in."""
 
 
 ISSUE_REWARD = RewardConfig(weights={"format": 1.0, "static": 1.0})
 """A raw issue has no known tests: the reward covers format and static checks only."""
+NO_TESTS = "a raw issue names no test that checks the fix (no FAIL_TO_PASS); evaluate it as a task for that"
 
 
 def run_issue(repo: str, text: str, model: ModelBackend, out: Path, *, commit: str = "", backend: str = "local",
-              agent: AgentConfig | None = None, mirror: Path | None = None) -> IssueRun:
-    """`dojo run`: the model policy on one issue (its text) of one repo; patch, trajectory and report into `out`."""
+              agent: AgentConfig | None = None, mirror: Path | None = None, spec: EnvSpec | None = None,
+              launch: bool = True) -> IssueRun:
+    """`dojo run`: the model policy on one issue (its text) of one repo; patch, trajectory and report into `out`.
+
+    The agent works in the repository's own environment: `spec` (from `dojo launch`), else one
+    launched now with RepoLaunch into `out/environment` (a failure raises its `LaunchError`);
+    without `launch`, the plain pytest environment.
+    """
     source = resolve_repo(repo, mirror)
     try:
         sha = git.Repo(source).commit(commit or "HEAD").hexsha
@@ -202,23 +217,32 @@ def run_issue(repo: str, text: str, model: ModelBackend, out: Path, *, commit: s
         raise IssueError(f"{repo}: no commit {commit or 'HEAD'!r}") from exc
     name = source.name.removesuffix(".git")
     instance = TaskInstance(instance_id=f"{name}-{sha[:8]}", repo=str(source), base_commit=sha, problem_statement=text)
-    resolver = EnvironmentResolver(backend=backend, mirror=mirror)
-    env = resolver.resolve(instance)
     out.mkdir(parents=True, exist_ok=True)
+    if spec is not None:
+        from swedojo.repolaunch.launch import environment
+
+        env = environment(spec, source)
+    else:
+        stage("launching the environment (RepoLaunch)" if launch else "opening a sandbox")
+        resolver = EnvironmentResolver(backend=backend, mirror=mirror, launch=launch, launch_dir=out / "environment")
+        env = resolver.resolve(instance)
     files = IssueRunDir(out)
     save = _checkpointer(files.trajectory)
     policy = ModelPolicy(model, agent)
+    stage("the agent at work")
     with env.open(instance.base_commit) as sandbox:
         trajectory = policy.solve(instance, sandbox, RunContext(spec=env.spec, checkpoint=save))
     save(trajectory)
     files.patch.write_text(trajectory.patch, encoding="utf-8")
+    stage("format and static checks")
     report = _format_and_static(env, instance, trajectory)
     files.report.write_text(report.model_dump_json(indent=1), encoding="utf-8")
-    return IssueRun(trajectory=trajectory, report=report)
+    return IssueRun(trajectory=trajectory, report=report, environment=env.spec)
 
 
 def _format_and_static(env: Environment, instance: TaskInstance, trajectory: Trajectory) -> RewardReport:
-    """Tiers 0 and 1 in a fresh sandbox: does the patch apply, and do the changed files compile."""
+    """Tiers 0 and 1 in a fresh sandbox: does the patch apply, and do the changed files compile;
+    the other tiers are in the report as not scored, saying why."""
 
     def work(sandbox: Sandbox) -> RewardReport:
         report = RewardReport(instance_id=instance.instance_id, status=EvalStatus.NOT_GRADED)
@@ -230,8 +254,10 @@ def _format_and_static(env: Environment, instance: TaskInstance, trajectory: Tra
                 apply_patch(sandbox, trajectory.patch, "patch")
             except PatchApplyError as exc:
                 report.status, report.error, skip = EvalStatus.PATCH_FAILED, str(exc), "patch does not apply"
-        tiers = run_tiers(TierInput(sandbox, env, instance, trajectory, report), skip, names=("format", "static"))
-        report.tiers = tiers
+        tiers = run_tiers(TierInput(sandbox, env, instance, trajectory, report), skip, names=tuple(ISSUE_REWARD.weights))
+        report.tiers = tiers + [TierScore(tier=index, name=tier.name, score=0.0, passed=False, scored=False,
+                                          evidence={"not_scored": NO_TESTS})
+                                for index, tier in enumerate(TIERS) if tier.name not in ISSUE_REWARD.weights]
         report.reward = compose(tiers, False, ISSUE_REWARD)
         return report
 

@@ -1,8 +1,10 @@
-"""Piped `dojo eval` and `dojo gen` print a progress line at least every 10 s of work."""
+"""Piped `dojo eval` and `dojo gen` print a progress line at least every 10 s of work, naming the stage
+(why `--rewards tiers` takes longer); on a terminal a live display shows the same."""
 
 from __future__ import annotations
 
 import os
+import pty
 import re
 import subprocess
 import sys
@@ -13,6 +15,7 @@ import pytest
 from taskrepo import git, make_task_repo
 
 from swedojo.progress import Heartbeat
+from swedojo.schema import TaskInstance
 
 DOJO = str(Path(sys.executable).with_name("dojo"))
 LINE = re.compile(r"^\[\d\d:\d\d:\d\d \+(?:(\d+)m)?(\d+)s\] (.*)$")
@@ -37,21 +40,30 @@ def test_a_heartbeat_reports_what_describe_says_and_survives_its_errors() -> Non
     assert [LINE.match(line)[3] for line in lines[:2]] == ["first", "(progress unavailable: RuntimeError)"]
 
 
+def _slow_task(tmp_path: Path, seconds: int) -> tuple[Path, Path, TaskInstance]:
+    """(mirror, suite file, task) where the failing-to-passing test takes `seconds`."""
+    mirror, task = make_task_repo(tmp_path / "mirror")
+    slow = task.model_copy(update={"test_patch": task.test_patch.replace(
+        "+def test_clamp_high():\n", f"+def test_clamp_high():\n+    __import__('time').sleep({seconds})\n")})
+    suite = tmp_path / "suite.jsonl"
+    suite.write_text(slow.model_dump_json() + "\n")
+    return mirror, suite, task
+
+
 @pytest.mark.slow
 def test_piped_eval_and_gen_print_progress_every_10_seconds(tmp_path: Path) -> None:
-    mirror, task = make_task_repo(tmp_path / "mirror")
-    suite = tmp_path / "suite.jsonl"
-    slow = task.model_copy(update={"test_patch": task.test_patch.replace(
-        "+def test_clamp_high():\n", "+def test_clamp_high():\n+    __import__('time').sleep(25)\n")})
-    suite.write_text(slow.model_dump_json() + "\n")
+    mirror, suite, task = _slow_task(tmp_path, 25)
     env = {**os.environ, "COLUMNS": "200"}
     run = subprocess.run([DOJO, "eval", "--suite", str(suite), "--mirror", str(mirror), "--no-launch", "--policy", "gold",
-                          "--rewards", "resolved", "--out", str(tmp_path / "run")], env=env, capture_output=True, text=True,
+                          "--rewards", "tiers", "--out", str(tmp_path / "run")], env=env, capture_output=True, text=True,
                          timeout=600, check=False)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     beats = _beats(run.stdout)
     assert len(beats) >= 2 and all(b - a <= 11 for (a, _), (b, _) in zip([(0, "")] + beats, beats)), run.stdout
-    assert re.fullmatch(r"0 of 1 done; running owner__calc-1 \(\d+s\)", beats[0][1]), beats
+    # the tiers' whole-suite run at base and the grading each take 25 s: each is named while it runs
+    stages = [re.fullmatch(r"0 of 1 done; running owner__calc-1 \(\d+s: (.+)\)", what) for _, what in beats]
+    assert all(stages), beats
+    assert {"baseline suite run for tier 3 (the whole suite at base)", "grading"} <= {m[1] for m in stages}, beats
 
     repo = mirror / task.repo
     (repo / "test_slow.py").write_text("import time\n\n\ndef test_slow():\n    time.sleep(4)\n")
@@ -65,3 +77,33 @@ def test_piped_eval_and_gen_print_progress_every_10_seconds(tmp_path: Path) -> N
     assert len(beats) >= 2 and all(b - a <= 11 for (a, _), (b, _) in zip([(0, "")] + beats, beats)), gen.stdout
     assert all(re.fullmatch(r"building the environment and the baseline test runs|"
                             r"\d+ candidates judged, \d+ kept; last: \w+", what) for _, what in beats), beats
+
+
+def _on_a_terminal(command: list[str]) -> str:
+    """Everything `command` wrote to a pseudo-terminal, as rich sees a user's terminal."""
+    main, other = pty.openpty()
+    env = {**os.environ, "TERM": "xterm-256color", "COLUMNS": "200"}
+    proc = subprocess.Popen(command, stdin=other, stdout=other, stderr=other, env=env)
+    os.close(other)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(main, 65536)
+        except OSError:  # EIO: the process closed its side
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(main)
+    assert proc.wait(timeout=600) == 0, b"".join(chunks)[-3000:]
+    return b"".join(chunks).decode(errors="replace")
+
+
+@pytest.mark.slow
+def test_eval_on_a_terminal_shows_a_live_display_of_what_runs(tmp_path: Path) -> None:
+    mirror, suite, _ = _slow_task(tmp_path, 3)
+    shown = _on_a_terminal([DOJO, "eval", "--suite", str(suite), "--mirror", str(mirror), "--no-launch",
+                            "--policy", "gold", "--rewards", "resolved", "--out", str(tmp_path / "run")])
+    assert "0 of 1 done; running owner__calc-1" in shown and ": grading)" in shown, shown
+    assert "\x1b[?25l" in shown  # rich hides the cursor while it redraws the display in place
+    assert not re.search(r"\[\d\d:\d\d:\d\d \+\d+s\]", shown)  # no piped-style lines on a terminal

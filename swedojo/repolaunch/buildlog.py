@@ -1,16 +1,43 @@
 """The build log: every command a launch runs and all it prints, plus the steps so far.
 
 The file outlives a failed launch (errors point at it); the progress display reads `steps`,
-`elapsed` and `tail()` from another thread while the build writes.
+`elapsed` and `tail()` from another thread while the build writes. It is plain text: the colour
+and cursor escapes that npm, gcc or docker print are taken out on the way in.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
+import threading
 import time
 from pathlib import Path
+from typing import IO
+
+_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+"""ANSI escape sequences: CSI (colours, cursor moves), OSC (titles, links), and two-byte ones."""
+_CAUSE = re.compile(r"\berror\b|\bERR!|^\w*(?:Error|Exception):|\bfatal\b|No matching|not found", re.IGNORECASE)
+"""A line that reads like the reason a step failed: npm's `npm error notarget ...`, gcc's `error:`,
+pip's `ERROR: No matching distribution`, a Python exception, `command not found`."""
+
+
+def plain(text: str) -> str:
+    """`text` without ANSI escape sequences."""
+    return _ESCAPE.sub("", text)
+
+
+def cause(text: str, most: int = 2) -> list[str]:
+    """The first lines of a failed step's log (`text`) that read like its reason, for the console:
+    the build log is where the rest is. The harness's own lines (`$ command`, `==> step`) are not."""
+    found: list[str] = []
+    for line in (line.strip() for line in text.splitlines()):
+        if line and not line.startswith(("$ ", "==> ")) and _CAUSE.search(line) and line[:300] not in found:
+            found.append(line[:300])
+            if len(found) == most:
+                break
+    return found
 
 
 class BuildLog:
@@ -40,7 +67,7 @@ class BuildLog:
         return [(name, end - start) for (name, start), end in zip(steps, ends)]
 
     def write(self, text: str) -> None:
-        self._file.write(text)
+        self._file.write(plain(text))
         self._file.flush()
 
     @property
@@ -54,19 +81,27 @@ class BuildLog:
             return f.read().decode("utf-8", errors="replace").splitlines()[-lines:]
 
     def run(self, command: str, cwd: Path, env: dict[str, str], timeout: float) -> int | None:
-        """Run a shell command with its output going to the log; the exit code, None on timeout."""
+        """Run a shell command with its output going to the log (line by line, escapes taken out);
+        the exit code, None on timeout."""
         self.write(f"$ {command}\n")
         start = time.monotonic()
         proc = subprocess.Popen(["bash", "-c", command], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                                stdout=self._file, stderr=subprocess.STDOUT, start_new_session=True)
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        copier = threading.Thread(target=self._copy, args=(proc.stdout,), name="swedojo-buildlog", daemon=True)
+        copier.start()
         try:
             code: int | None = proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
             code = None
+        copier.join(timeout=10)  # a process the command left running may hold the pipe open
         self.write(f"[{'timed out' if code is None else f'exit {code}'} after {time.monotonic() - start:.1f}s]\n")
         return code
+
+    def _copy(self, stream: IO[bytes]) -> None:
+        for line in stream:
+            self.write(line.decode(errors="replace"))
 
     def close(self) -> None:
         self._file.close()

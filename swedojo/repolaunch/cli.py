@@ -1,17 +1,19 @@
-"""`dojo launch`: build and validate an environment, with a live view of the steps and the log."""
+"""`dojo launch`: build and validate an environment, with a live view of the steps and the log on a
+terminal, and a line naming the running step every 10 s when piped."""
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import typer
 from rich.console import Console, Group
-from rich.live import Live
 from rich.panel import Panel
 from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
+from swedojo.progress import shown
 from swedojo.repolaunch.buildlog import BuildLog
 from swedojo.repolaunch.errors import LaunchError, RebuildMismatchError
 from swedojo.repolaunch.launch import (
@@ -51,8 +53,12 @@ class Progress:
         return Panel(Group(steps, Text(""), tail), title=f"{self.title}  {self.log.elapsed:5.1f}s", title_align="left")
 
 
-def _live(log: BuildLog, title: str) -> Live:
-    return Live(Progress(log, title), console=console, refresh_per_second=4, transient=True)
+def _live(log: BuildLog, title: str) -> AbstractContextManager[None]:
+    def running() -> str:
+        name, seconds = log.timeline()[-1]
+        return f"{title}: {name} ({seconds:.0f}s in this step)"
+
+    return shown(console, running, Progress(log, title))
 
 
 def _fail(exc: LaunchError) -> typer.Exit:
@@ -96,7 +102,7 @@ def _launch(repo: str, out: Path, commit: str, backend: str, mirror: Path | None
     finally:
         log.close()
     passed = sum(1 for status in spec.test_status.values() if status.counts_as_pass)
-    where = f"image {spec.image}" if spec.image else "local venv"
+    where = f"image {spec.image}" if spec.image else "local environment"
     console.print(f"[green]environment ready[/green] in {log.elapsed:.1f}s ({where}): {spec.language} "
                   f"{spec.runtime_version}, {len(spec.test_status)} tests ({passed} pass, {len(spec.flaky_tests)} "
                   f"flaky, {len(spec.network_tests)} need the network)")

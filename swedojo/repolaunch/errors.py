@@ -5,15 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import ClassVar
 
+from swedojo.repolaunch.buildlog import plain
+
 
 class LaunchError(Exception):
-    """A launch stopped; `stage` says where, `log_path` keeps what the build printed."""
+    """A launch stopped; `stage` says where, `log_path` keeps what the build printed. The message is
+    plain text (a tool's colours in it are taken out): it is printed and stored."""
 
     stage: ClassVar[str] = "launch"
 
     def __init__(self, message: str, log_path: Path | None = None) -> None:
-        super().__init__(message)
-        self.message = message
+        super().__init__(plain(message))
+        self.message = plain(message)
         self.log_path = log_path
 
     def __str__(self) -> str:

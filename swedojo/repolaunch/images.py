@@ -55,6 +55,7 @@ from swedojo.repolaunch.recipe import (
     npm_resolved,
     python_shims,
     script,
+    unsupported,
 )
 from swedojo.sandboxes.docker import SANDBOX_USER, api
 from swedojo.schema import EnvSpec
@@ -141,7 +142,7 @@ def docker_runtime(analysis: RepoAnalysis) -> tuple[str, str]:
         return NODE_RELEASE
     if analysis.language in NATIVE:
         return analysis.debian_release, DEBIAN_GCC[analysis.debian_release]
-    raise NoRuntimeError(f"no docker runtime recipe for {analysis.language} ({analysis.build_system}) yet")
+    raise NoRuntimeError(str(unsupported(analysis)))
 
 
 def python_runtimes(analysis: RepoAnalysis) -> list[str]:
@@ -181,7 +182,7 @@ def toolchain_commands(analysis: RepoAnalysis) -> list[str]:
         compiler = ["g++"] if analysis.language == "cpp" else ["gcc", "libc6-dev"]
         extra = {"cmake": ["cmake"], "autotools": ["autoconf", "automake", "libtool"]}.get(analysis.build_system, [])
         return [_apt(*compiler, "make", *extra, "git", "patch", "procps"), _SANDBOX_USER]
-    raise NoRuntimeError(f"no docker runtime recipe for {analysis.language} ({analysis.build_system}) yet")
+    raise NoRuntimeError(str(unsupported(analysis)))
 
 
 def _family(language: str) -> str:

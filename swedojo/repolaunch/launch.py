@@ -29,7 +29,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel, Field
 
-from swedojo.repolaunch.buildlog import BuildLog
+from swedojo.repolaunch.buildlog import BuildLog, cause
 from swedojo.repolaunch.detect import (
     NoBuildSystemError,
     PythonPlanning,
@@ -40,11 +40,12 @@ from swedojo.repolaunch.errors import (
     AnalyseError,
     DiscoveryError,
     InstallError,
+    NoRuntimeError,
     ResolveError,
     ValidateError,
 )
 from swedojo.repolaunch.fallback import SetupAgent, SetupRequest
-from swedojo.repolaunch.local import build_env, default_cache_dir, rebuild_env
+from swedojo.repolaunch.local import build_env, default_cache_dir, find_runtime, rebuild_env
 from swedojo.repolaunch.recipe import (
     UnsupportedLanguageError,
     install_plan,
@@ -80,14 +81,14 @@ def environment(spec: EnvSpec, source: Path, config: SandboxConfig | None = None
 def prepared_sandbox(env: Environment, commit: str, log: BuildLog, timeout: float = 1800.0) -> Iterator[Sandbox]:
     """A sandbox of `env` at `commit` with the repo layer built, its output going to the build log."""
     def echo(command: str, result: ExecResult) -> None:
-        log.begin(f"sandbox: {command}")
-        log.write(f"{result.output}\n[exit {result.exit_code} after {result.duration_s:.1f}s]\n")
+        log.write(f"$ {command}\n{result.output}\n[exit {result.exit_code} after {result.duration_s:.1f}s]\n")
 
     try:
         sandbox = env.open(commit, prepared=False)
     except SandboxError as exc:
         raise InstallError(f"no sandbox on the environment: {exc}", log.path) from exc
     try:
+        log.begin(f"repo layer in a fresh sandbox: {' && '.join(env.spec.rebuild_commands) or 'nothing to build'}")
         prepare(sandbox, env.spec, timeout, echo)
         yield sandbox
     except PrepareError as exc:
@@ -141,8 +142,12 @@ def _analyse(request: SetupRequest, when: datetime, log: BuildLog, agent: SetupA
         analysis, ruled = agent.propose(request.model_copy(update={"stage": "analyse", "failure": str(exc)})), False
     for item in analysis.evidence:
         log.write(f"  {item.file}: {item.says}\n")
-    log.write(f"  -> {analysis.language} / {analysis.build_system}, runtime {analysis.runtime_version} "
-              f"(debian {analysis.debian_release}), tests: {analysis.test_command} [{analysis.log_parser}]\n")
+    log.write(f"  -> {analysis.language} / {analysis.build_system}, the project asks for runtime "
+              f"{analysis.runtime_version or 'any'}; tests: {analysis.test_command} [{analysis.log_parser}]\n")
+    try:
+        install_plan(analysis)
+    except UnsupportedLanguageError as exc:  # before any backend looks for a runtime: one reason on all
+        raise NoRuntimeError(str(exc), log.path) from exc
     return analysis, ruled
 
 
@@ -198,10 +203,11 @@ class _LocalBuilder:
         """Nothing to wait for: the host is there."""
 
     def runtimes(self, analysis: RepoAnalysis, log: BuildLog) -> list[str]:
-        """The admitted Pythons this host has, in the analysis's order; before any build, one line
-        naming what is needed and that the docker backend provides it when the host has none."""
+        """The admitted Pythons this host has, in the analysis's order (another language: the host's
+        runtime); before any build, one line naming what is needed and that the docker backend
+        provides it when the host has none."""
         if analysis.language != "python":
-            return [analysis.runtime_version]
+            return [find_runtime(analysis, log).version]
         from swedojo.repolaunch.images import python_runtimes
         from swedojo.repolaunch.local import find_interpreter
 
@@ -242,10 +248,12 @@ class _DockerBuilder:
                                log.path)
 
     def runtimes(self, analysis: RepoAnalysis, log: BuildLog) -> list[str]:
-        """The admitted Pythons a Debian release ships, in the analysis's order."""
+        """The admitted Pythons a Debian release ships, in the analysis's order (another language:
+        the runtime of the release its images are made from)."""
+        from swedojo.repolaunch.images import docker_runtime, python_runtimes
+
         if analysis.language != "python":
-            return [analysis.runtime_version]
-        from swedojo.repolaunch.images import python_runtimes
+            return [docker_runtime(analysis)[1]]
 
         found = python_runtimes(analysis)
         if not found:
@@ -330,14 +338,18 @@ def _launch(repo: str, out: Path, commit: str, backend: str, mirror: Path | None
             if analysis.language == "python" and plan != PythonPlanning(runtime=analysis.runtime_version):
                 log.begin(f"analyse again for {plan.describe()}")
                 analysis = analyse(workdir, when, plan)
+            elif plan.runtime != analysis.runtime_version:  # the analysis says what the environment gets
+                analysis = analysis.model_copy(update={"runtime_version": plan.runtime})
+            log.write(f"runtime on the {backend} backend: {analysis.language} {analysis.runtime_version}\n")
             started = log.path.stat().st_size if log.path.is_file() else 0
             try:
                 spec = _attempt(repo, sha, workdir, source, out, analysis, request, builder, log, agent,
                                 cache_dir, runs, test_timeout, tests)
             except (InstallError, DiscoveryError, ValidateError) as exc:
-                what = plan.describe() or f"{analysis.language} {analysis.runtime_version}"
-                failed.append(f"{what}: [{exc.stage}] {exc.message}")
                 said = _since(log, started)
+                exc.message = "; ".join([exc.message, *(line for line in cause(said) if line not in exc.message)])
+                what = plan.describe() if analysis.language == "python" else f"{analysis.language} {analysis.runtime_version}"
+                failed.append(f"{what}: [{exc.stage}] {exc.message}")
                 if ruled and analysis.language == "python" and (retry := _retry(plan, analysis, said)):
                     plans.insert(0, retry)
                 elif not _INTERPRETER_TROUBLE.search(said):

@@ -48,6 +48,7 @@ from swedojo.repolaunch.recipe import (
     python_shims,
     sandbox_steps,
     script,
+    unsupported,
 )
 from swedojo.schema import EnvSpec
 
@@ -171,11 +172,10 @@ def find_runtime(analysis: RepoAnalysis, log: BuildLog) -> Runtime:
         found = _tool("cc", ["-dumpfullversion"]) if shutil.which("make") else None
         wanted = "cc and make"
     else:
-        raise InstallError(f"the local backend has no recipe for {analysis.language} ({analysis.build_system}): "
-                           "use the docker backend", log.path)
+        raise InstallError(str(unsupported(analysis)), log.path)
     if found is None:
         raise InstallError(f"no {wanted} on this host that sandboxes can run", log.path)
-    if analysis.language in NODE and found.version.split(".")[0] != analysis.runtime_version:
+    if analysis.language in NODE and found.version.split(".")[0] != analysis.runtime_version.split(".")[0]:
         log.write(f"node {analysis.runtime_version} wanted, the host has {found.version}\n")
     return found
 

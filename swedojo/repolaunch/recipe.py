@@ -35,7 +35,13 @@ DROP_PROJECT = Path(__file__).with_name("drop_project.py")
 
 
 class UnsupportedLanguageError(ValueError):
-    """No recipe for this language in this backend yet."""
+    """No recipe for this language yet (the same on every backend)."""
+
+
+def unsupported(analysis: RepoAnalysis) -> UnsupportedLanguageError:
+    """The one reason every backend gives for a language without a recipe."""
+    return UnsupportedLanguageError(f"no environment recipe for {analysis.language} ({analysis.build_system}) yet, "
+                                    "on any backend (there are recipes for python, javascript, typescript, c and cpp)")
 
 
 def install_plan(analysis: RepoAnalysis) -> list[str]:
@@ -49,7 +55,7 @@ def install_plan(analysis: RepoAnalysis) -> list[str]:
         return [*analysis.install_commands, f"pip install{when} pip"]
     if analysis.language in NODE or analysis.language in NATIVE:
         return list(analysis.install_commands)
-    raise UnsupportedLanguageError(f"no environment recipe for {analysis.language} ({analysis.build_system}) yet")
+    raise unsupported(analysis)
 
 
 def sandbox_steps(analysis: RepoAnalysis) -> list[str]:

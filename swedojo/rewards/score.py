@@ -9,6 +9,7 @@ tree. Grading statuses and the F2P/P2P maps are exactly `grading.grade_in_sandbo
 
 from __future__ import annotations
 
+from swedojo.progress import stage
 from swedojo.rewards.compose import RewardConfig, compose
 from swedojo.rewards.grading import grade_in_sandbox, in_fresh_sandbox
 from swedojo.rewards.tiers import (
@@ -39,6 +40,7 @@ def score_in_sandbox(
     baseline = None
     if candidate.strip():
         def run() -> SuiteRun:
+            stage("baseline suite run for tier 3 (the whole suite at base)")
             return suite_at_base(sandbox, env, instance)
 
         try:
@@ -47,6 +49,7 @@ def score_in_sandbox(
             return RewardReport(instance_id=instance.instance_id, status=EvalStatus.INFRA_ERROR, error=f"task is broken: {exc}")
         except TestRunError as exc:
             return RewardReport(instance_id=instance.instance_id, status=EvalStatus.INFRA_ERROR, error=f"suite at base: {exc}")
+    stage("grading")
     report = grade_in_sandbox(sandbox, env, instance, candidate)
     if report.status == EvalStatus.INFRA_ERROR:
         report.reward = 0.0

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple, Protocol
 
 from pydantic import BaseModel, Field
 
+from swedojo.progress import stage
 from swedojo.rewards.grading import TEST_TIMEOUT_S
 from swedojo.sandboxes.base import Sandbox
 from swedojo.sandboxes.environment import Environment
@@ -436,6 +437,7 @@ def verification_tier(
     if not watched and judge is None:
         return not_scored("no other test passed at base", suite_not_rerun=True, flaky_or_network_excluded=excluded)
     try:
+        stage("suite run after the patch for tier 3")
         after = run_suite(sandbox, env.spec, TEST_TIMEOUT_S) if watched else None
     except TestRunError as exc:  # e.g. a log the candidate's tree made too large: nothing is known to pass
         return Outcome(0.0, False, {"other_tests_passing_at_base": len(watched), "suite_error": str(exc)})

@@ -35,21 +35,23 @@ def test_run_with_scripted_model_fixes_the_issue(tmp_path):
         {"content": _call("submit")},
     ]))
     out = tmp_path / "out"
-    result = CliRunner().invoke(app, ["run", "--repo", str(repo), "--issue", str(issue), "--model", f"scripted:{script}", "--out", str(out)])
+    result = CliRunner().invoke(app, ["run", "--repo", str(repo), "--issue", str(issue), "--model", f"scripted:{script}", "--out", str(out), "--no-launch"])
     assert result.exit_code == 0, result.output
     assert "exit status: submitted" in result.output
     trajectory = Trajectory.model_validate_json((out / "trajectory.json").read_text())
     assert trajectory.exit_status == ExitStatus.SUBMITTED
     assert "+    if value > high:" in (out / "patch.diff").read_text()
     report = json.loads((out / "report.json").read_text())
-    assert [t["passed"] for t in report["tiers"]] == [True, True] and report["reward"] == 1.0
+    assert [(t["name"], t["passed"], t["scored"]) for t in report["tiers"]] == [
+        ("format", True, True), ("static", True, True), ("tests", False, False), ("verification", False, False)]
+    assert report["reward"] == 1.0
 
 
 def test_run_with_tiny_in_process_model_respects_limits_and_records_tokens(tmp_path):
     repo, issue = _setup(tmp_path)
     out = tmp_path / "out"
     result = CliRunner().invoke(app, ["run", "--repo", str(repo), "--issue", str(issue), "--model", "tiny:glm_moe_dsa",
-                                      "--out", str(out), "--max-steps", "2"])
+                                      "--out", str(out), "--max-steps", "2", "--no-launch"])
     assert result.exit_code == 0, result.output
     trajectory = Trajectory.model_validate_json((out / "trajectory.json").read_text())
     # a random model writes junk: the run ends on a limit, never by accident of a crash
@@ -75,13 +77,14 @@ def test_run_says_what_was_scored_and_keeps_its_files_when_the_model_stops_answe
     script = tmp_path / "script.json"
     script.write_text(json.dumps([{"content": _call("bash", command="echo '<!-- note -->' >> README.md")}]))
     out = tmp_path / "out"
-    result = CliRunner().invoke(app, ["run", "--repo", str(repo), "--issue", str(issue), "--model", f"scripted:{script}", "--out", str(out)])
+    result = CliRunner().invoke(app, ["run", "--repo", str(repo), "--issue", str(issue), "--model", f"scripted:{script}", "--out", str(out), "--no-launch"])
     assert result.exit_code == 0, result.output
     assert "exit status: infra_error" in result.output and "model backend: ScriptExhaustedError" in result.output
-    assert "not_graded: reward" in result.output and "static not scored (no Python file changed outside the tests)" in result.output
-    assert "no tests were run" in result.output
+    assert "not_graded: reward 0.00 from format 0.00\n" in result.output  # the run did not end by a submit
+    assert "static not scored: no Python file changed outside the tests" in result.output
+    assert "tests not scored: a raw issue names no test that checks the fix" in result.output
     report = json.loads((out / "report.json").read_text())
-    assert report["status"] == "not_graded" and [t["scored"] for t in report["tiers"]] == [True, False]
+    assert report["status"] == "not_graded" and [t["scored"] for t in report["tiers"]] == [True, False, False, False]
     assert "README.md" in (out / "patch.diff").read_text()
 
 
@@ -95,7 +98,7 @@ def test_run_says_which_limit_ended_it(tmp_path):
     for name, script, steps in (("chatter", chatter, "20"), ("busy", busy, "4")):
         out = tmp_path / name
         result = CliRunner().invoke(app, ["run", "--repo", str(repo), "--issue", str(issue), "--model", f"scripted:{script}",
-                                          "--out", str(out), "--max-steps", steps])
+                                          "--out", str(out), "--max-steps", steps, "--no-launch"])
         assert result.exit_code == 0, result.output
         ends[name] = (result.output, Trajectory.model_validate_json((out / "trajectory.json").read_text()))
     output, trajectory = ends["chatter"]

@@ -90,6 +90,10 @@ CALC_STATUSES = {
 }
 CALC_FLAKY = ["tests/test_calc.py::test_flaky"]
 CALC_NETWORK = ["tests/test_net.py::test_needs_network"]  # passes in the run with the network on
+C_OK = {"Makefile": "all: runner\nrunner: runner.c\n\t$(CC) -o runner runner.c\ntest: runner\n\t./runner\n.PHONY: all test\n",
+        "runner.c": '#include <stdio.h>\nint main(void) { printf("1..1\\nok 1 - fine\\n"); return 0; }\n'}
+"""A C project with make and one passing TAP test: launches with nothing from the network."""
+
 
 def commit_all(root: Path, message: str, date: str) -> str:
     """Commit everything with a fixed author/committer date; returns the commit id."""

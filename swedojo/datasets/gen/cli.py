@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from swedojo.progress import Heartbeat
+from swedojo.progress import shown
 
 console = Console()
 
@@ -51,7 +51,7 @@ def gen_command(
         settings = GenSettings(out=out, seed=seed, max_tasks=max_tasks, max_candidates=max_candidates,
                                timeout_s=timeout, rev_range=rev_range, issues_dir=issues_dir, combine=combine)
         console.print(f"generating up to {max_tasks} tasks from {repo} by {mode} (seed {seed}) -> {out}")
-        with Heartbeat(lambda: _journal_progress(out), console.print):
+        with shown(console, lambda: _journal_progress(out)):
             result = generate(repo, mode, settings, mirror)
     except (RepoNotFoundError, UnknownModeError, JournalMismatchError, NoPassingTestsError, GitError) as exc:
         console.print(f"[red]error:[/red] {exc}")

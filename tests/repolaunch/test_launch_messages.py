@@ -1,0 +1,83 @@
+"""What `dojo launch` says when it cannot build, and what it says it built: one true reason on
+every backend, the cause on the console, a plain-text build log, and the runtime the environment
+really gets. Real repos made in the test, the CLI run as a subprocess with its output piped."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from launch_helpers import C_OK, DATE
+
+from swedojo.repolaunch.buildlog import BuildLog
+
+DOJO = str(Path(sys.executable).with_name("dojo"))
+GO = {"go.mod": "module example.com/x\n\ngo 1.22\n", "x.go": "package x\n"}
+NODE = {"package.json": '{"name": "n", "version": "1.0.0", "scripts": {"test": "node --test"}}\n',
+        "test/a.test.js": "const test = require('node:test');\ntest('ok', () => {});\n"}
+C_BROKEN = {"Makefile": "CFLAGS = -fdiagnostics-color=always\nall: runner\nrunner: runner.c\n\t$(CC) $(CFLAGS) -o runner runner.c\n"
+                        "test: runner\n\t./runner\n.PHONY: all test\n",
+            "runner.c": "int main(void) { return undefined_thing; }\n"}
+
+
+def _launch(repo: Path, out: Path, backend: str, cache: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "SWEDOJO_CACHE": str(cache), "COLUMNS": "400"}  # one line per message
+    return subprocess.run([DOJO, "launch", str(repo), "--out", str(out), "--backend", backend], env=env,
+                          capture_output=True, text=True, timeout=900, check=False)
+
+
+def _failure(run: subprocess.CompletedProcess[str]) -> str:
+    assert run.returncode == 1, run.stdout + run.stderr
+    return " ".join(run.stderr.split())  # the console may wrap
+
+
+@pytest.mark.docker
+def test_a_language_without_a_recipe_gets_the_same_true_reason_on_both_backends(make_repo, tmp_path: Path,
+                                                                                env_cache: Path) -> None:
+    repo = make_repo("gorepo", GO, DATE)
+    said = {backend: _failure(_launch(repo, tmp_path / backend, backend, env_cache)) for backend in ("local", "docker")}
+    reason = "launch failed at stage install: no environment recipe for go (go modules) yet, on any backend"
+    assert all(reason in text for text in said.values()), said
+    assert said["local"].replace("/local/", "/docker/") == said["docker"]
+
+
+def test_a_failed_build_shows_its_cause_on_the_console_and_the_build_log_is_plain_text(make_repo, tmp_path: Path,
+                                                                                        env_cache: Path) -> None:
+    repo = make_repo("broken", C_BROKEN, DATE)
+    text = _failure(_launch(repo, tmp_path / "out", "local", env_cache))
+    assert "error: ‘undefined_thing’ undeclared" in text and "\x1b" not in text, text
+    log = (tmp_path / "out" / "build.log").read_text()
+    assert "undefined_thing" in log and "\x1b" not in log
+
+
+def test_a_command_run_into_the_build_log_leaves_its_escapes_out(tmp_path: Path) -> None:
+    log = BuildLog(tmp_path / "build.log")
+    assert log.run(r"printf '\033[1;31mnpm error\033[0m code ETARGET\n'", tmp_path, dict(os.environ), 60) == 0
+    log.close()
+    assert "npm error code ETARGET\n" in (tmp_path / "build.log").read_text()
+
+
+@pytest.mark.parametrize("files", [NODE, C_OK], ids=["node", "c"])
+def test_the_analysis_names_the_runtime_the_environment_gets(make_repo, tmp_path: Path, env_cache: Path,
+                                                            files: dict[str, str]) -> None:
+    out = tmp_path / "out"
+    run = _launch(make_repo("repo", files, DATE), out, "local", env_cache)
+    assert run.returncode == 0, run.stderr
+    analysed = json.loads((out / "analysis.json").read_text())["runtime_version"]
+    built = json.loads((out / "envspec.json").read_text())["runtime_version"]
+    assert analysed == built and built, (analysed, built)
+    assert f" {built}, 1 tests" in " ".join(run.stderr.split())
+    assert f"runtime on the local backend: {'javascript' if files is NODE else 'c'} {built}" in (out / "build.log").read_text()
+
+
+def test_a_piped_launch_names_the_running_step_every_10_seconds(make_repo, tmp_path: Path, env_cache: Path) -> None:
+    slow = {**C_OK, "Makefile": C_OK["Makefile"].replace("\t$(CC)", "\tsleep 12; $(CC)")}  # the repo layer takes 12 s
+    run = _launch(make_repo("slow", slow, DATE), tmp_path / "out", "local", env_cache / tmp_path.name)
+    assert run.returncode == 0, run.stderr
+    beats = re.findall(r"^\[\d\d:\d\d:\d\d \+\d+s\] launch \S+ \(local\): (.+) \(\d+s in this step\)$", run.stderr, re.M)
+    assert any(step.startswith("repo layer in a fresh sandbox: make -j2") for step in beats), run.stderr
