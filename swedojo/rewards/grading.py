@@ -3,7 +3,8 @@
 The test patch's files are run whole and each listed id's status read from the log in the forms
 suites list them (`testrun.ids`). Resolved = every FAIL_TO_PASS and every PASS_TO_PASS test
 passes, a test missing from the log counts as failed (tests that fail for want of the network
-with the reference patch as well are left out and named, `needs_network`), and the test command's exit code must agree with the log (a patch that prints
+with the reference patch as well are left out and named, `needs_network`; so are listed ids that
+name no test, `not_tests`), and the test command's exit code must agree with the log (a patch that prints
 fake PASSED lines does not win): 0 when exactly the listed tests ran, else 0 or some test failed.
 A run that says nothing about the code (the tests could not start, a dependency is missing, no
 test ran; `testrun.diagnose`) is `infra_error` with that evidence, never the candidate's failure.
@@ -24,7 +25,7 @@ from swedojo.sandboxes.environment import Environment
 from swedojo.schema import EnvSpec, EvalStatus, RewardReport, TaskInstance
 from swedojo.testrun.command import runnable
 from swedojo.testrun.diagnose import environment_failure
-from swedojo.testrun.ids import matches, status_of
+from swedojo.testrun.ids import matches, not_a_test, status_of
 from swedojo.testrun.network import offline_failures
 from swedojo.testrun.patches import (
     PatchApplyError,
@@ -92,9 +93,11 @@ def grade_in_sandbox(sandbox: Sandbox, env: Environment, instance: TaskInstance,
     if offline and candidate.strip() != instance.patch.strip():
         offline = {t: why for t, why in offline.items() if t in _reference_offline(env, instance, files, tests)}
     report.needs_network = offline
+    report.not_tests = {t: why for t in tests if (why := not_a_test(t))}
     report.fail_to_pass = {t: status_of(result.statuses, t) for t in instance.FAIL_TO_PASS}
     report.pass_to_pass = {t: status_of(result.statuses, t) for t in instance.PASS_TO_PASS}
-    scored = [s for t, s in [*report.fail_to_pass.items(), *report.pass_to_pass.items()] if t not in offline]
+    scored = [s for t, s in [*report.fail_to_pass.items(), *report.pass_to_pass.items()]
+              if t not in offline and t not in report.not_tests]
     all_pass = all(passed(s) for s in scored)
     if instance.FAIL_TO_PASS and all(t in offline for t in instance.FAIL_TO_PASS):
         report.status, report.error = EvalStatus.NEEDS_NETWORK, \

@@ -16,6 +16,16 @@ from swedojo.schema import TestStatus
 from swedojo.testrun.parsers import WORST_FIRST
 
 _DJANGO = re.compile(r"(\S+) \(([\w.]+)\)")
+_PROGRESS = re.compile(r"\[\s*(?:\d+%\]?)?[-=]*")
+"""pytest's progress column ("[100%]", "[ 50%]", cut or run into a rule), which a status word may
+precede on its own line (live logging): a parser keyed on the word after the status reads it as a test."""
+
+
+def not_a_test(test: str) -> str:
+    """Why `test` (a listed id) names no test; empty when it may name one."""
+    if _PROGRESS.fullmatch(test):
+        return "not a test id: a fragment of pytest's progress column that the dataset's parser read as one"
+    return ""
 
 
 def _module(path: str) -> str:

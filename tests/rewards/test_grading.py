@@ -29,6 +29,18 @@ def test_gold_resolves_and_empty_does_not(tmp_path):
     assert all(s == TestStatus.PASSED for s in empty.pass_to_pass.values())
 
 
+def test_listed_ids_that_name_no_test_are_left_out_and_named(tmp_path):
+    """Seen in SWE-bench Lite: PASS_TO_PASS holding "[100%]", "[" and "[100%]-----", pieces of
+    pytest's progress column its parser read as tests. They cannot pass or fail: left out, named."""
+    mirror, task = make_task_repo(tmp_path)
+    fragments = ["[100%]", "[", "[100%]------------------------------"]
+    noisy = task.model_copy(update={"PASS_TO_PASS": [*task.PASS_TO_PASS, *fragments]})
+    gold = grade(_env(mirror, noisy), noisy, task.patch)
+    assert gold.status == EvalStatus.RESOLVED, (gold.error, gold.pass_to_pass)
+    assert set(gold.not_tests) == set(fragments) and "progress column" in gold.not_tests["[100%]"]
+    assert grade(_env(mirror, noisy), noisy, "").status == EvalStatus.EMPTY_PATCH
+
+
 def test_patch_that_does_not_apply_is_patch_failed(tmp_path):
     mirror, task = make_task_repo(tmp_path)
     bad = task.patch.replace("     return value\n", "-    return value * 2\n+    return value\n")
