@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import typer
@@ -92,11 +93,23 @@ def _open(
         RepoNotFoundError,
         CommitNotFoundError,
     ) as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {inert(str(exc))}", err=True)
         raise typer.Exit(2) from None
 
 
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""Every C0 control but newline and tab, DEL, and the C1 controls (U+009B is a CSI too)."""
+
+
+def inert(text: str) -> str:
+    """Text from a sandbox as the operator's terminal may show it: control characters written as
+    `\\xNN`, so no escape sequence (window title, clipboard, cursor, colours) or bell reaches it;
+    printable text, newlines and tabs as they are."""
+    return _CONTROL.sub(lambda match: f"\\x{ord(match[0]):02x}", text)
+
+
 def _show(output: str) -> None:
+    output = inert(output)
     typer.echo(output, nl=bool(output) and not output.endswith("\n"))
 
 

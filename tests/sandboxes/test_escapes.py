@@ -9,17 +9,19 @@ from __future__ import annotations
 import errno
 import os
 import secrets
+import select
 import shlex
 import socket
 import struct
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from sandbox_helpers import BACKENDS, ESCAPE_CONFIG, make_sandbox
+from sandbox_helpers import BACKENDS, DOCKER_IMAGE, ESCAPE_CONFIG, make_sandbox
 
 from swedojo.sandboxes.base import MAX_FILE_BYTES, Sandbox, SandboxConfig
 from swedojo.tools.base import ToolContext
@@ -346,3 +348,51 @@ def test_no_file_is_created_set_id(sandbox: Sandbox, probe: str, parse_probe: Pa
         assert rc == -1 and err in DENIED, (call, rows)
     python = sandbox.exec("python3 -c 'import os; os.close(os.open(\"made2\", os.O_CREAT, 0o4755))'; stat -c %a made2")
     assert not python.output.splitlines()[-1].startswith(("4", "2", "6")), python.output
+
+
+FORGERIES = (r"printf 'before\033]0;owned\007\033]52;c;b3duZWQ=\007\033[2J\302\2331;31mred\tcell\nafter\n'")
+"""Output that retitles the window (OSC 0), fills the clipboard (OSC 52), clears the screen
+(CSI, also as the one-character C1 CSI) and rings the bell, around printable text."""
+
+
+def on_a_terminal(argv: list[str], stdin: bytes = b"") -> str:
+    """What `argv` writes to a terminal (a pseudo-terminal as its stdout and stderr), `stdin` piped in."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}  # this checkout's code
+    main, secondary = os.openpty()
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=secondary, stderr=secondary, env=env)
+    os.close(secondary)
+    assert proc.stdin is not None
+    proc.stdin.write(stdin)
+    proc.stdin.close()
+    seen = bytearray()
+    try:
+        while select.select([main], [], [], 300)[0]:  # bounded: a hang fails the test
+            try:
+                chunk = os.read(main, 1 << 16)
+            except OSError:  # EIO: every writer is gone
+                break
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        proc.kill()
+        proc.wait()
+        os.close(main)
+    return seen.decode(errors="replace")
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+@pytest.mark.parametrize("command", ["exec", "shell"])
+def test_escape_sequences_from_the_sandbox_do_not_reach_the_operators_terminal(
+    name: str, command: str, git_repo: Path
+) -> None:
+    dojo = [str(Path(sys.executable).with_name("dojo")), "sandbox", command, "--backend", name, "--repo", str(git_repo)]
+    dojo += ["--image", DOCKER_IMAGE] if name == "docker" else []
+    if command == "exec":
+        shown = on_a_terminal([*dojo, "--", FORGERIES])
+    else:
+        shown = on_a_terminal(dojo, f"{FORGERIES}\n".encode())
+    for control in ("\x1b", "\x07", "\x9b"):
+        assert control not in shown, repr(shown)
+    lines = shown.replace("\r\n", "\n").splitlines()  # the terminal's own CRLF
+    assert "after" in lines and any(line.endswith("red\tcell") and "before" in line for line in lines), repr(shown)
