@@ -396,3 +396,33 @@ def test_escape_sequences_from_the_sandbox_do_not_reach_the_operators_terminal(
         assert control not in shown, repr(shown)
     lines = shown.replace("\r\n", "\n").splitlines()  # the terminal's own CRLF
     assert "after" in lines and any(line.endswith("red\tcell") and "before" in line for line in lines), repr(shown)
+
+
+FLIPPER = r"""python3 -c 'import os, time
+deadline = time.monotonic() + 300
+while not os.path.exists("stop") and time.monotonic() < deadline:
+    os.symlink("/dev/null", "flip.new")
+    os.replace("flip.new", "flip")
+    with open("flip.new", "w") as f: f.write("regular\n")
+    os.replace("flip.new", "flip")' >/dev/null 2>&1 &
+sleep 0.5; echo flipping"""
+"""Swaps `flip` between a regular file and a symlink to a device for as long as the test reads."""
+
+
+def test_a_name_swapped_for_a_device_link_is_never_followed_to_it(sandbox: Sandbox) -> None:
+    """The file helpers judge the file they opened, not its name: however the name changes between
+    the helpers' look and their open, only the regular file is read, never the device."""
+    assert sandbox.exec(FLIPPER).output.strip().endswith("flipping")
+    seen: set[bytes | str] = set()
+    try:
+        for _ in range(60):
+            try:
+                seen.add(sandbox.read_file("flip"))
+            except OSError as exc:
+                seen.add(exc.strerror or "")
+    finally:
+        sandbox.exec("touch stop; wait")
+    assert b"regular\n" in seen and seen <= {b"regular\n", "Not a regular file (a FIFO, socket or device)"}, seen
+    assert sandbox.exec("ln -s pkg/mod.py link && echo made").output == "made\n"
+    sandbox.write_file("link", b"X = 3\n")  # in-tree symlinks to regular files: written and read through
+    assert sandbox.read_file("link") == b"X = 3\n" and sandbox.exec("cat pkg/mod.py").output == "X = 3\n"
