@@ -61,6 +61,33 @@ class ExecResult(BaseModel):
         return self.exit_code == 0 and not self.timed_out
 
 
+class Isolation(BaseModel):
+    """What confines the commands of a backend's sandboxes on this machine, and what is missing
+    here: `dojo sandbox info` prints it, so an operator sees the weak spots of a host."""
+
+    backend: str
+    """The backend's registered name."""
+    namespaces: list[str] = Field(default_factory=list)
+    """Private namespaces: mount, pid, ipc, uts, net (net only while the network is off)."""
+    read_only_root: bool = False
+    """The root file system is read-only but for the work tree and a private /tmp."""
+    seccomp: bool = False
+    """The seccomp filter of `swedojo.sandboxes.seccomp` is loaded."""
+    uid: int
+    """Uid the commands run as (0: root)."""
+    network: bool = False
+    """Commands can reach the network."""
+    rlimits: dict[str, int] = Field(default_factory=dict)
+    """Limits of each process (prlimit names): nproc, data, fsize, cpu, core."""
+    cgroup: dict[str, int] = Field(default_factory=dict)
+    """Limits of all the sandbox's processes together, by a cgroup: memory (bytes), pids, cpu
+    (millionths of a CPU)."""
+    disk_mb: dict[str, int] = Field(default_factory=dict)
+    """Size caps in MiB of the places commands may write, by place (/tmp, the work tree)."""
+    missing: list[str] = Field(default_factory=list)
+    """What could not be put in force here, and why, in plain words."""
+
+
 @runtime_checkable
 class Sandbox(Protocol):
     """A work tree and a persistent terminal in it."""

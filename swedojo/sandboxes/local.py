@@ -33,10 +33,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar, Self
 
-from pydantic import BaseModel, Field
-
 from swedojo.repos import checkout
-from swedojo.sandboxes.base import ExecResult, OneOffFiles, SandboxConfig, SandboxError
+from swedojo.sandboxes.base import (
+    ExecResult,
+    Isolation,
+    OneOffFiles,
+    SandboxConfig,
+    SandboxError,
+)
 from swedojo.sandboxes.interpreter import reachable, sandbox_python
 from swedojo.sandboxes.seccomp import SeccompUnavailableError, bpf_fd, compile_bpf
 from swedojo.sandboxes.terminal import (
@@ -69,23 +73,11 @@ def tool(name: str) -> str:
     return found
 
 
-class Isolation(BaseModel):
+class LocalIsolation(Isolation):
     """What confines the commands of a local sandbox on this machine."""
 
     bubblewrap: bool
     """Commands run under bubblewrap."""
-    namespaces: list[str] = Field(default_factory=list)
-    """Private namespaces: mount, pid, ipc, uts, net (net only while the network is off)."""
-    read_only_host: bool = False
-    """The host's file system is read-only but for the work tree and a private /tmp."""
-    seccomp: bool = False
-    """The seccomp filter of `swedojo.sandboxes.seccomp` is loaded."""
-    uid: int
-    """Uid the commands run as (0: root)."""
-    rlimits: dict[str, int] = Field(default_factory=dict)
-    """prlimit names and values: nproc, data, fsize, cpu, core."""
-    missing: list[str] = Field(default_factory=list)
-    """What could not be put in force here, and why."""
 
 
 @functools.cache
@@ -132,6 +124,12 @@ class LocalSandbox(OneOffFiles):
         return cls(source, commit, config)
 
     @classmethod
+    def isolation_for(cls, config: SandboxConfig) -> LocalIsolation:
+        """The registry's report (`registry.SandboxBackend`): what a sandbox made with `config`
+        would be confined by here."""
+        return _plan(config, bubblewrap=True)
+
+    @classmethod
     def plain_python(cls, spec: EnvSpec, config: SandboxConfig) -> tuple[EnvSpec, SandboxConfig]:
         """The harness's own interpreter (which has pytest) runs the tests: first on PATH as `python`
         and `python3`, a reachable copy of it where the sandbox user cannot see it (`interpreter`)."""
@@ -158,10 +156,7 @@ class LocalSandbox(OneOffFiles):
         try:
             checkout(source, commit, Path(self.workdir))
             self.isolation = _plan(self.config, bubblewrap)
-            if self.isolation.missing:
-                log.warning(
-                    "local sandbox isolation is partial: %s", "; ".join(self.isolation.missing)
-                )
+            _warn_once(self.isolation.missing)
             self._prepare_dirs()
             self._terminal = PersistentTerminal(self._spawn(), self.config, reopen=self._spawn)
         except BaseException:
@@ -323,7 +318,7 @@ class LocalSandbox(OneOffFiles):
         self._closed = True
         if self._terminal is not None:
             self._terminal.close()
-        isolation: Isolation | None = getattr(self, "isolation", None)
+        isolation: LocalIsolation | None = getattr(self, "isolation", None)
         if isolation is not None and isolation.uid != os.getuid():
             for _ in range(100):  # leftovers that left the shell's session
                 pids = _uid_pids(isolation.uid)
@@ -341,7 +336,18 @@ class LocalSandbox(OneOffFiles):
         self.close()
 
 
-def _plan(config: SandboxConfig, bubblewrap: bool) -> Isolation:
+_warned: set[str] = set()
+
+
+def _warn_once(missing: list[str]) -> None:
+    """Log what isolation is missing here, each line once per process (it holds for every sandbox)."""
+    new = [line for line in missing if line not in _warned]
+    if new:
+        _warned.update(new)
+        log.warning("local sandbox isolation is partial: %s", "; ".join(new))
+
+
+def _plan(config: SandboxConfig, bubblewrap: bool) -> LocalIsolation:
     """What can be put in force here for `config`."""
     missing: list[str] = []
     root = os.getuid() == 0
@@ -364,13 +370,21 @@ def _plan(config: SandboxConfig, bubblewrap: bool) -> Isolation:
         "cpu": max(1, math.ceil(config.total_time_s * config.cpus)),
         "core": 0,
     }
+    missing.append("no cgroup: memory, pids and CPU time are limited per process (rlimits), "
+                   "not for the sandbox's processes together")
+    missing.append("the work tree's total size is not capped (each file is, by the fsize rlimit)")
+    if config.network:
+        missing.append("network on: commands share the host's network namespace (its loopback and sockets)")
     namespaces = ["mount", "pid", "ipc", "uts"] + ([] if config.network else ["net"])
-    return Isolation(
+    return LocalIsolation(
+        backend="local",
         bubblewrap=problem is None,
         namespaces=namespaces if problem is None else [],
-        read_only_host=problem is None,
+        read_only_root=problem is None,
         seccomp=seccomp,
         uid=uid,
+        network=config.network,
         rlimits=rlimits,
+        disk_mb={"/tmp": config.disk_mb, "/dev/shm": config.disk_mb} if problem is None else {},
         missing=missing,
     )

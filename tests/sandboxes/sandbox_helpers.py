@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -66,3 +68,18 @@ def peak_rss_mib(status: str) -> int:
     """The most memory a process ever held (VmHWM), from its /proc/PID/status text, in MiB."""
     line = next(line for line in status.splitlines() if line.startswith("VmHWM:"))
     return int(line.split()[1]) >> 10
+
+
+def env_without_bwrap(root: Path) -> dict[str, str]:
+    """This process's environment as on a machine without bubblewrap: PATH and the helpers' path
+    (`SWEDOJO_HELPER_PATH`) find every program of the system's directories but `bwrap`, linked
+    into `root`/bin."""
+    bin_dir = root / "bin"
+    bin_dir.mkdir()
+    for directory in ("/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"):
+        for entry in Path(directory).iterdir():
+            target = bin_dir / entry.name
+            if entry.name != "bwrap" and not target.exists():
+                target.symlink_to(entry)
+    path = os.pathsep.join([str(Path(sys.executable).parent), str(bin_dir)])
+    return {**os.environ, "PATH": path, "SWEDOJO_HELPER_PATH": str(bin_dir)}
