@@ -11,6 +11,8 @@ The shell is started as
   or a PATH given in `config.env`, lies in such a place, an empty tmpfs covers it (e.g. /root)
   with just those directories bound back read-only.
 - rlimits: processes (per uid), data segment (memory), file size (disk), CPU seconds, no cores.
+- as root, a cgroup of its own (`sandboxes/cgroup.py`): memory and pids of all its processes
+  together (and CPU time where the cpu controller is there); where none can be made, rlimits only.
 Without bubblewrap (or when it cannot make namespaces here) the filter is loaded by
 `seccomp_exec` and only uid, rlimits and seccomp remain; `isolation` says what is in force.
 Not bounded here: the total size of files in the work tree (each file is, by RLIMIT_FSIZE).
@@ -41,6 +43,7 @@ from swedojo.sandboxes.base import (
     SandboxConfig,
     SandboxError,
 )
+from swedojo.sandboxes.cgroup import Cgroup
 from swedojo.sandboxes.interpreter import reachable, sandbox_python
 from swedojo.sandboxes.seccomp import SeccompUnavailableError, bpf_fd, compile_bpf
 from swedojo.sandboxes.terminal import (
@@ -127,7 +130,12 @@ class LocalSandbox(OneOffFiles):
     def isolation_for(cls, config: SandboxConfig) -> LocalIsolation:
         """The registry's report (`registry.SandboxBackend`): what a sandbox made with `config`
         would be confined by here."""
-        return _plan(config, bubblewrap=True)
+        cgroup, why = _new_cgroup(config)
+        try:
+            return _plan(config, bubblewrap=True, cgroup=cgroup, why=why)
+        finally:
+            if cgroup is not None:
+                cgroup.close()
 
     @classmethod
     def plain_python(cls, spec: EnvSpec, config: SandboxConfig) -> tuple[EnvSpec, SandboxConfig]:
@@ -153,9 +161,11 @@ class LocalSandbox(OneOffFiles):
         self._closed = False
         self._terminal: PersistentTerminal | None = None
         self._transport: SubprocessTransport | None = None
+        self._cgroup: Cgroup | None = None
         try:
             checkout(source, commit, Path(self.workdir))
-            self.isolation = _plan(self.config, bubblewrap)
+            self._cgroup, why = _new_cgroup(self.config)
+            self.isolation = _plan(self.config, bubblewrap, self._cgroup, why)
             _warn_once(self.isolation.missing)
             self._prepare_dirs()
             self._terminal = PersistentTerminal(self._spawn(), self.config, reopen=self._spawn)
@@ -236,7 +246,8 @@ class LocalSandbox(OneOffFiles):
             argv += ["--"]
         elif seccomp_fd is not None:
             argv += [sys.executable, "-m", "swedojo.sandboxes.seccomp_exec", str(seccomp_fd), "--"]
-        return argv + self._setpriv() + command
+        argv += self._setpriv() + command
+        return argv if self._cgroup is None else self._cgroup.enter(argv, tool("sh"))
 
     def _setpriv(self) -> list[str]:
         uid = self.isolation.uid
@@ -327,6 +338,8 @@ class LocalSandbox(OneOffFiles):
                 for pid in pids:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
+        if self._cgroup is not None:
+            self._cgroup.close()
         shutil.rmtree(self._root, ignore_errors=True)
 
     def __enter__(self) -> Self:
@@ -347,8 +360,18 @@ def _warn_once(missing: list[str]) -> None:
         log.warning("local sandbox isolation is partial: %s", "; ".join(new))
 
 
-def _plan(config: SandboxConfig, bubblewrap: bool) -> LocalIsolation:
-    """What can be put in force here for `config`."""
+def _new_cgroup(config: SandboxConfig) -> tuple[Cgroup | None, str]:
+    """A cgroup with `config`'s memory, pids and CPU limits for one sandbox, or None and why not."""
+    if os.getuid() != 0:
+        return None, "not root"
+    try:
+        return Cgroup(memory_bytes=config.memory_mb << 20, pids=config.pids, cpus=config.cpus), ""
+    except OSError as exc:
+        return None, str(exc)
+
+
+def _plan(config: SandboxConfig, bubblewrap: bool, cgroup: Cgroup | None, why: str) -> LocalIsolation:
+    """What can be put in force here for `config`, with `cgroup` (or `why` there is none)."""
     missing: list[str] = []
     root = os.getuid() == 0
     uid = UID_BASE + secrets.randbelow(1 << 20) if root else os.getuid()
@@ -370,8 +393,12 @@ def _plan(config: SandboxConfig, bubblewrap: bool) -> LocalIsolation:
         "cpu": max(1, math.ceil(config.total_time_s * config.cpus)),
         "core": 0,
     }
-    missing.append("no cgroup: memory, pids and CPU time are limited per process (rlimits), "
-                   "not for the sandbox's processes together")
+    limits = cgroup.limits if cgroup is not None else {}
+    if cgroup is None:
+        missing.append(f"no cgroup ({why}): memory, pids and CPU time are limited per process (rlimits), "
+                       "not for the sandbox's processes together")
+    elif "cpu" not in limits:
+        missing.append("no cpu controller in the sandbox's cgroup: CPU time is limited per process (rlimits)")
     missing.append("the work tree's total size is not capped (each file is, by the fsize rlimit)")
     if config.network:
         missing.append("network on: commands share the host's network namespace (its loopback and sockets)")
@@ -385,6 +412,7 @@ def _plan(config: SandboxConfig, bubblewrap: bool) -> LocalIsolation:
         uid=uid,
         network=config.network,
         rlimits=rlimits,
+        cgroup=limits,
         disk_mb={"/tmp": config.disk_mb, "/dev/shm": config.disk_mb} if problem is None else {},
         missing=missing,
     )

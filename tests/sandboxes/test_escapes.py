@@ -426,3 +426,44 @@ def test_a_name_swapped_for_a_device_link_is_never_followed_to_it(sandbox: Sandb
     assert sandbox.exec("ln -s pkg/mod.py link && echo made").output == "made\n"
     sandbox.write_file("link", b"X = 3\n")  # in-tree symlinks to regular files: written and read through
     assert sandbox.read_file("link") == b"X = 3\n" and sandbox.exec("cat pkg/mod.py").output == "X = 3\n"
+
+
+HOLDERS = r"""python3 - <<'EOF'
+import os, select, signal, struct
+r, w = os.pipe()
+kids = set()
+for _ in range(4):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            block = bytearray(200 << 20)
+            for i in range(0, len(block), 4096):
+                block[i] = 1
+            os.write(w, struct.pack("i", os.getpid()))
+            signal.pause()
+        finally:
+            os._exit(1)
+    kids.add(pid)
+os.close(w)
+held, died = set(), set()
+while held | died != kids and select.select([r], [], [], 300)[0] is not None:
+    data = os.read(r, 64) if select.select([r], [], [], 0.1)[0] else b""
+    held |= {struct.unpack("i", data[i:i + 4])[0] for i in range(0, len(data) - 3, 4)}
+    for pid in kids - died:
+        if os.waitpid(pid, os.WNOHANG)[0]:
+            died.add(pid)
+print("holding", len(held - died))
+for pid in kids - died:
+    os.kill(pid, 9)
+EOF"""
+"""Four processes that each take 200 MB and hold it: together more than the sandbox's 512 MB."""
+
+
+def test_processes_together_cannot_exceed_the_memory_limit(sandbox: Sandbox, escape_config: SandboxConfig) -> None:
+    isolation = getattr(sandbox, "isolation", None)  # the local backend's: a cgroup only where it can make one
+    if isolation is not None and "memory" not in isolation.cgroup:
+        pytest.skip(f"no cgroup here: {isolation.missing}")
+    result = sandbox.exec(HOLDERS, timeout=600)
+    holding = int(result.output.split("holding")[-1].split()[0])
+    assert holding * 200 < escape_config.memory_mb, result.output
+    assert sandbox.exec("echo alive").output == "alive\n"

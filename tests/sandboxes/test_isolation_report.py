@@ -53,3 +53,9 @@ def test_a_host_without_bubblewrap_is_told_plainly(tmp_path: Path) -> None:
     assert "bubblewrap (bwrap) is not installed: no namespaces" in "\n".join(missing_lines(report)), report
     assert "namespaces:" not in report and "read-only root" not in report
     assert "  seccomp syscall filter\n" in report, "what remains is still listed"
+
+
+def test_a_host_without_a_usable_cgroup_is_told_plainly() -> None:
+    report = info("--backend", "local", env={**os.environ, "SWEDOJO_CGROUP_ROOT": "/nonexistent"})
+    assert "cgroup limits:" not in report
+    assert any(line.startswith("no cgroup (") and "limited per process" in line for line in missing_lines(report)), report
