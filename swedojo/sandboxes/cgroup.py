@@ -60,7 +60,9 @@ class Cgroup:
         try:
             v2 = _v2_root()
             if v2 is not None:
-                self._make(v2 / name, {"memory.max": memory_bytes, "memory.swap.max": 0, "pids.max": pids})
+                self._make(v2 / name, {"memory.max": memory_bytes, "pids.max": pids})
+                with contextlib.suppress(FileNotFoundError):  # absent without swap accounting
+                    (self.dirs[0] / "memory.swap.max").write_text("0")
                 if (self.dirs[0] / "cpu.max").is_file():
                     (self.dirs[0] / "cpu.max").write_text(f"{int(cpus * 100_000)} 100000")
                     self.limits["cpu"] = int(cpus * 1e6)
