@@ -61,6 +61,33 @@ class ExecResult(BaseModel):
         return self.exit_code == 0 and not self.timed_out
 
 
+class Isolation(BaseModel):
+    """What confines the commands of a backend's sandboxes on this machine, and what is missing
+    here: `dojo sandbox info` prints it, so an operator sees the weak spots of a host."""
+
+    backend: str
+    """The backend's registered name."""
+    namespaces: list[str] = Field(default_factory=list)
+    """Private namespaces: mount, pid, ipc, uts, net (net only while the network is off)."""
+    read_only_root: bool = False
+    """The root file system is read-only but for the work tree and a private /tmp."""
+    seccomp: bool = False
+    """The seccomp filter of `swedojo.sandboxes.seccomp` is loaded."""
+    uid: int
+    """Uid the commands run as (0: root)."""
+    network: bool = False
+    """Commands can reach the network."""
+    rlimits: dict[str, int] = Field(default_factory=dict)
+    """Limits of each process (prlimit names): nproc, data, fsize, cpu, core."""
+    cgroup: dict[str, int] = Field(default_factory=dict)
+    """Limits of all the sandbox's processes together, by a cgroup: memory (bytes), pids, cpu
+    (millionths of a CPU)."""
+    disk_mb: dict[str, int] = Field(default_factory=dict)
+    """Size caps in MiB of the places commands may write, by place (/tmp, the work tree)."""
+    missing: list[str] = Field(default_factory=list)
+    """What could not be put in force here, and why, in plain words."""
+
+
 @runtime_checkable
 class Sandbox(Protocol):
     """A work tree and a persistent terminal in it."""
@@ -91,16 +118,22 @@ class Sandbox(Protocol):
 
 _NOT_REGULAR = "not a regular file"
 _REGULAR = f'[ -f "$1" ] || [ -d "$1" ] || [ ! -e "$1" ] || {{ echo "$1: {_NOT_REGULAR}" >&2; exit 1; }}'
-"""Refuse a FIFO (cat would wait for the other end), socket or device (/dev/zero would stream
-without end); directories and missing files go on to the reader for its own error. A path
-swapped for one between this test and the open is bounded by `FILE_IO_S` and `MAX_FILE_BYTES`."""
+"""Refuse a FIFO, socket or device by its name before opening it (opening a FIFO waits for the
+other end); directories and missing files go on to the open for its own error."""
+_OPENED = ('case $(stat -c %F - <&3) in "regular file" | "regular empty file") ;; '
+           'directory) echo "$1: Is a directory" >&2; exit 1 ;; '
+           f'*) echo "$1: {_NOT_REGULAR}" >&2; exit 1 ;; esac')
+"""Refuse what descriptor 3 holds unless it is a regular file: the file opened, not the name, so a
+symlink (to /dev/tty, a device, anything outside the work tree) is followed to a regular file or
+not at all, even when the name was swapped after `_REGULAR` looked at it."""
 MAX_FILE_BYTES = 64 << 20
 """`read_file` reads no more: a larger file is an error (EFBIG), never held in the harness's memory."""
 FILE_IO_S = 20
-"""Bound on one file read or write inside the sandbox; past it the file is at fault (ETIMEDOUT)."""
-_BOUNDED = f"timeout -s KILL {FILE_IO_S}"
-_READ = f'{_REGULAR}; exec {_BOUNDED} head -c {MAX_FILE_BYTES + 1} -- "$1"'
-_WRITE = f'{_REGULAR}; mkdir -p -- "$(dirname -- "$1")" && exec {_BOUNDED} tee -- "$1" >/dev/null'
+"""Bound on one file read or write inside the sandbox; past it the file is at fault (ETIMEDOUT):
+a FIFO swapped in after `_REGULAR` holds the open until then."""
+_BOUNDED = ["timeout", "-s", "KILL", str(FILE_IO_S), "bash", "-c"]
+_READ = f'{_REGULAR}; exec 3<"$1" || exit 1; {_OPENED}; exec head -c {MAX_FILE_BYTES + 1} <&3'
+_WRITE = f'{_REGULAR}; mkdir -p -- "$(dirname -- "$1")" && exec 3>"$1" || exit 1; {_OPENED}; exec cat >&3'
 _DIFF = r"""set -e
 export GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_OPTIONAL_LOCKS=0
 base=$(git rev-parse --verify -q 'HEAD^{commit}')
@@ -126,8 +159,8 @@ _ERRNOS = (errno.ENOENT, errno.EISDIR, errno.ENOTDIR, errno.EACCES, errno.EPERM,
 
 
 def file_error(stderr: bytes, path: str, exit_code: int = 1) -> OSError:
-    """The OSError Python's own file functions would raise for what a failed `head`, `tee`,
-    `mkdir` or `sh` said about `path` (e.g. FileNotFoundError), ETIMEDOUT when it was killed
+    """The OSError Python's own file functions would raise for what a failed `head`, `cat`,
+    `mkdir` or `bash` said about `path` (e.g. FileNotFoundError), ETIMEDOUT when it was killed
     after `FILE_IO_S` (`exit_code` 137), a generic one (EIO) with its message else."""
     if exit_code == 128 + signal.SIGKILL:
         return OSError(errno.ETIMEDOUT, f"not done within {FILE_IO_S} s (a FIFO or device?)", path)
@@ -167,7 +200,7 @@ class OneOffFiles:
         return posixpath.join(self.workdir, path)
 
     def read_file(self, path: str) -> bytes:
-        code, out, err = self._one_off(["sh", "-c", _READ, "read_file", self._path(path)])
+        code, out, err = self._one_off([*_BOUNDED, _READ, "read_file", self._path(path)])
         if code != 0:
             raise file_error(err, path, code)
         if len(out) > MAX_FILE_BYTES:
@@ -175,7 +208,7 @@ class OneOffFiles:
         return out
 
     def write_file(self, path: str, data: bytes) -> None:
-        code, _, err = self._one_off(["sh", "-c", _WRITE, "write_file", self._path(path)], data)
+        code, _, err = self._one_off([*_BOUNDED, _WRITE, "write_file", self._path(path)], data)
         if code != 0:
             raise file_error(err, path, code)
 

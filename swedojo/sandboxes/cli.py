@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import typer
@@ -13,8 +14,10 @@ from swedojo.sandboxes import (
     SandboxError,
     open_sandbox,
 )
+from swedojo.sandboxes.base import Isolation
 from swedojo.sandboxes.environment import prepare
-from swedojo.sandboxes.registry import names
+from swedojo.sandboxes.registry import UnknownBackendError, names
+from swedojo.sandboxes.registry import backend as backend_class
 from swedojo.schema import EnvSpec
 
 sandbox_app = typer.Typer(
@@ -92,11 +95,23 @@ def _open(
         RepoNotFoundError,
         CommitNotFoundError,
     ) as exc:
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {inert(str(exc))}", err=True)
         raise typer.Exit(2) from None
 
 
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""Every C0 control but newline and tab, DEL, and the C1 controls (U+009B is a CSI too)."""
+
+
+def inert(text: str) -> str:
+    """Text from a sandbox as the operator's terminal may show it: control characters written as
+    `\\xNN`, so no escape sequence (window title, clipboard, cursor, colours) or bell reaches it;
+    printable text, newlines and tabs as they are."""
+    return _CONTROL.sub(lambda match: f"\\x{ord(match[0]):02x}", text)
+
+
 def _show(output: str) -> None:
+    output = inert(output)
     typer.echo(output, nl=bool(output) and not output.endswith("\n"))
 
 
@@ -147,6 +162,39 @@ def shell_command(
                     "[timed out]" if result.timed_out else f"[exit {result.exit_code}]",
                     err=True,
                 )
+
+
+def _report(iso: Isolation) -> str:
+    """The isolation report in plain words: what is in force, then what is missing here."""
+    enforced = [
+        f"namespaces: {', '.join(iso.namespaces)}" if iso.namespaces else "",
+        "read-only root file system (but the work tree and a private /tmp)" if iso.read_only_root else "",
+        "seccomp syscall filter" if iso.seccomp else "",
+        f"uid {iso.uid}" + (", no capabilities" if iso.uid else " (root)"),
+        "network: on" if iso.network else "network: off",
+        f"per-process limits: {', '.join(f'{k}={v}' for k, v in iso.rlimits.items())}" if iso.rlimits else "",
+        f"cgroup limits: {', '.join(f'{k}={v}' for k, v in iso.cgroup.items())}" if iso.cgroup else "",
+        f"size caps: {', '.join(f'{k}={v} MiB' for k, v in iso.disk_mb.items())}" if iso.disk_mb else "",
+    ]
+    lines = [f"{iso.backend} sandbox isolation on this machine", "in force:"]
+    lines += [f"  {line}" for line in enforced if line]
+    lines += ["missing:"] + [f"  - {line}" for line in iso.missing or ["nothing"]]
+    return "\n".join(lines)
+
+
+@sandbox_app.command("info")
+def info_command(
+    backend: str = typer.Option("local", "--backend", help=f"Sandbox backend: {', '.join(names())}."),
+    network: bool = NetworkOpt,
+    as_json: bool = typer.Option(False, "--json", help="The report as JSON (an `Isolation`)."),
+) -> None:
+    """What confines a sandbox on this machine (namespaces, seccomp, limits, network) and what is missing here."""
+    try:
+        iso = backend_class(backend).isolation_for(SandboxConfig(network=network))
+    except (UnknownBackendError, SandboxError) as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    typer.echo(iso.model_dump_json(indent=2) if as_json else _report(iso))
 
 
 @sandbox_app.command("prune")

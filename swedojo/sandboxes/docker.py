@@ -43,7 +43,13 @@ import docker.errors
 from docker.types import LogConfig
 
 from swedojo.repos import checkout
-from swedojo.sandboxes.base import ExecResult, OneOffFiles, SandboxConfig, SandboxError
+from swedojo.sandboxes.base import (
+    ExecResult,
+    Isolation,
+    OneOffFiles,
+    SandboxConfig,
+    SandboxError,
+)
 from swedojo.sandboxes.seccomp import render_docker_profile
 from swedojo.sandboxes.terminal import SHELL_ARGV, SHELL_ENV, PersistentTerminal
 from swedojo.sandboxes.warm_runner import WarmRunner
@@ -718,6 +724,33 @@ class DockerSandbox(OneOffFiles):
         if not image:
             raise ValueError("the docker backend needs an image")
         return cls(image, source, commit, config, workdir)
+
+    @classmethod
+    def isolation_for(cls, config: SandboxConfig) -> Isolation:
+        """The registry's report (`registry.SandboxBackend`): what a container made with `config`
+        is confined by on the engine that answers here (its cgroup support, from `docker info`)."""
+        info = api().info()
+        supported = {"memory": "MemoryLimit", "pids": "PidsLimit", "cpu": "CpuCfsQuota"}
+        limits = {"memory": config.memory_mb << 20, "pids": config.pids, "cpu": int(config.cpus * 1e6)}
+        cgroup = {name: limits[name] for name, flag in supported.items() if info.get(flag)}
+        missing = [f"the engine cannot limit {name} (no cgroup support for it): not bounded"
+                   for name in supported if name not in cgroup]
+        if not info.get("SwapLimit"):
+            missing.append("the engine cannot limit swap: memory may spill past its limit into swap")
+        seccomp = any(option.startswith("name=seccomp") for option in info.get("SecurityOptions") or ())
+        if not seccomp:
+            missing.append("the engine has no seccomp support: no syscall filter")
+        return Isolation(
+            backend="docker",
+            namespaces=["mount", "pid", "ipc", "uts"] + ([] if config.network else ["net"]),
+            read_only_root=True,
+            seccomp=seccomp,
+            uid=int(SANDBOX_USER.split(":")[0]),
+            network=config.network,
+            cgroup=cgroup,
+            disk_mb={"/tmp": config.disk_mb, "work tree": config.disk_mb},
+            missing=missing,
+        )
 
     @classmethod
     def plain_python(cls, spec: EnvSpec, config: SandboxConfig) -> tuple[EnvSpec, SandboxConfig]:

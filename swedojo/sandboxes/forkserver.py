@@ -27,9 +27,9 @@ its module table in memory, listens on an abstract socket (no file to replace), 
 nothing after it starts. For pytest it also memoises assertion rewriting: a child sends a test
 module's path and bytes, the server rewrites them with pytest's own rewriter (parsing and
 compiling only, no code of the module runs) and keeps the code object under (path, sha256 of
-the bytes, the ini flag the rewriter reads). Anything the memo cannot reproduce exactly (a
-warning while compiling, a rewriter that reads more of the config, another pytest) makes the
-child rewrite the module itself.
+the bytes, the ini flag the rewriter reads), in a memo bounded by `_MEMO_BYTES`. Anything the
+memo cannot reproduce exactly (a warning while compiling, a rewriter that reads more of the
+config, another pytest) makes the child rewrite the module itself.
 """
 
 from __future__ import annotations
@@ -49,7 +49,11 @@ _PLAIN = -1
 _MAX_HEADER = 1 << 22
 _MAX_SOURCE = 1 << 24
 _MEMO_BYTES = 1 << 27
-"""The rewrite memo is emptied when its code objects pass this size."""
+"""Bound on the rewrite memo, counted in everything an entry holds (its path, digest and code,
+failed rewrites too): the server outlives the sandboxes of a reused container, so what one sandbox
+puts in the memo must not take the memory of the next."""
+_ENTRY_BYTES = 256
+"""What an entry holds beyond its path and code objects: the key tuple, the digest, a dict slot."""
 _PR_SET_DUMPABLE = 4
 _IO_TIMEOUT_S = 10.0
 
@@ -203,13 +207,17 @@ class _Rewrites:
         import hashlib
 
         key = (path, hashlib.sha256(source).digest(), hook)
-        if key not in self._codes:
-            if self._bytes > _MEMO_BYTES:
-                self._codes.clear()
-                self._bytes = 0
-            self._codes[key] = self._rewrite(path, source, hook)
-            self._bytes += len(self._codes[key])
-        return self._codes[key]
+        if key in self._codes:
+            return self._codes[key]
+        code = self._rewrite(path, source, hook)
+        cost = sys.getsizeof(path) + sys.getsizeof(code) + _ENTRY_BYTES
+        if self._bytes + cost > _MEMO_BYTES:
+            self._codes.clear()
+            self._bytes = 0
+        if cost <= _MEMO_BYTES:
+            self._codes[key] = code
+            self._bytes += cost
+        return code
 
     def _rewrite(self, path: str, source: bytes, hook: bool) -> bytes:
         import ast

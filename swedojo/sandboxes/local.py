@@ -11,6 +11,8 @@ The shell is started as
   or a PATH given in `config.env`, lies in such a place, an empty tmpfs covers it (e.g. /root)
   with just those directories bound back read-only.
 - rlimits: processes (per uid), data segment (memory), file size (disk), CPU seconds, no cores.
+- as root, a cgroup of its own (`sandboxes/cgroup.py`): memory and pids of all its processes
+  together (and CPU time where the cpu controller is there); where none can be made, rlimits only.
 Without bubblewrap (or when it cannot make namespaces here) the filter is loaded by
 `seccomp_exec` and only uid, rlimits and seccomp remain; `isolation` says what is in force.
 Not bounded here: the total size of files in the work tree (each file is, by RLIMIT_FSIZE).
@@ -33,10 +35,15 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar, Self
 
-from pydantic import BaseModel, Field
-
 from swedojo.repos import checkout
-from swedojo.sandboxes.base import ExecResult, OneOffFiles, SandboxConfig, SandboxError
+from swedojo.sandboxes.base import (
+    ExecResult,
+    Isolation,
+    OneOffFiles,
+    SandboxConfig,
+    SandboxError,
+)
+from swedojo.sandboxes.cgroup import Cgroup
 from swedojo.sandboxes.interpreter import reachable, sandbox_python
 from swedojo.sandboxes.seccomp import SeccompUnavailableError, bpf_fd, compile_bpf
 from swedojo.sandboxes.terminal import (
@@ -69,23 +76,11 @@ def tool(name: str) -> str:
     return found
 
 
-class Isolation(BaseModel):
+class LocalIsolation(Isolation):
     """What confines the commands of a local sandbox on this machine."""
 
     bubblewrap: bool
     """Commands run under bubblewrap."""
-    namespaces: list[str] = Field(default_factory=list)
-    """Private namespaces: mount, pid, ipc, uts, net (net only while the network is off)."""
-    read_only_host: bool = False
-    """The host's file system is read-only but for the work tree and a private /tmp."""
-    seccomp: bool = False
-    """The seccomp filter of `swedojo.sandboxes.seccomp` is loaded."""
-    uid: int
-    """Uid the commands run as (0: root)."""
-    rlimits: dict[str, int] = Field(default_factory=dict)
-    """prlimit names and values: nproc, data, fsize, cpu, core."""
-    missing: list[str] = Field(default_factory=list)
-    """What could not be put in force here, and why."""
 
 
 @functools.cache
@@ -132,6 +127,17 @@ class LocalSandbox(OneOffFiles):
         return cls(source, commit, config)
 
     @classmethod
+    def isolation_for(cls, config: SandboxConfig) -> LocalIsolation:
+        """The registry's report (`registry.SandboxBackend`): what a sandbox made with `config`
+        would be confined by here."""
+        cgroup, why = _new_cgroup(config)
+        try:
+            return _plan(config, bubblewrap=True, cgroup=cgroup, why=why)
+        finally:
+            if cgroup is not None:
+                cgroup.close()
+
+    @classmethod
     def plain_python(cls, spec: EnvSpec, config: SandboxConfig) -> tuple[EnvSpec, SandboxConfig]:
         """The harness's own interpreter (which has pytest) runs the tests: first on PATH as `python`
         and `python3`, a reachable copy of it where the sandbox user cannot see it (`interpreter`)."""
@@ -155,13 +161,12 @@ class LocalSandbox(OneOffFiles):
         self._closed = False
         self._terminal: PersistentTerminal | None = None
         self._transport: SubprocessTransport | None = None
+        self._cgroup: Cgroup | None = None
         try:
             checkout(source, commit, Path(self.workdir))
-            self.isolation = _plan(self.config, bubblewrap)
-            if self.isolation.missing:
-                log.warning(
-                    "local sandbox isolation is partial: %s", "; ".join(self.isolation.missing)
-                )
+            self._cgroup, why = _new_cgroup(self.config)
+            self.isolation = _plan(self.config, bubblewrap, self._cgroup, why)
+            _warn_once(self.isolation.missing)
             self._prepare_dirs()
             self._terminal = PersistentTerminal(self._spawn(), self.config, reopen=self._spawn)
         except BaseException:
@@ -241,7 +246,8 @@ class LocalSandbox(OneOffFiles):
             argv += ["--"]
         elif seccomp_fd is not None:
             argv += [sys.executable, "-m", "swedojo.sandboxes.seccomp_exec", str(seccomp_fd), "--"]
-        return argv + self._setpriv() + command
+        argv += self._setpriv() + command
+        return argv if self._cgroup is None else self._cgroup.enter(argv, tool("sh"))
 
     def _setpriv(self) -> list[str]:
         uid = self.isolation.uid
@@ -323,7 +329,7 @@ class LocalSandbox(OneOffFiles):
         self._closed = True
         if self._terminal is not None:
             self._terminal.close()
-        isolation: Isolation | None = getattr(self, "isolation", None)
+        isolation: LocalIsolation | None = getattr(self, "isolation", None)
         if isolation is not None and isolation.uid != os.getuid():
             for _ in range(100):  # leftovers that left the shell's session
                 pids = _uid_pids(isolation.uid)
@@ -332,6 +338,8 @@ class LocalSandbox(OneOffFiles):
                 for pid in pids:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(pid, signal.SIGKILL)
+        if self._cgroup is not None:
+            self._cgroup.close()
         shutil.rmtree(self._root, ignore_errors=True)
 
     def __enter__(self) -> Self:
@@ -341,8 +349,29 @@ class LocalSandbox(OneOffFiles):
         self.close()
 
 
-def _plan(config: SandboxConfig, bubblewrap: bool) -> Isolation:
-    """What can be put in force here for `config`."""
+_warned: set[str] = set()
+
+
+def _warn_once(missing: list[str]) -> None:
+    """Log what isolation is missing here, each line once per process (it holds for every sandbox)."""
+    new = [line for line in missing if line not in _warned]
+    if new:
+        _warned.update(new)
+        log.warning("local sandbox isolation is partial: %s", "; ".join(new))
+
+
+def _new_cgroup(config: SandboxConfig) -> tuple[Cgroup | None, str]:
+    """A cgroup with `config`'s memory, pids and CPU limits for one sandbox, or None and why not."""
+    if os.getuid() != 0:
+        return None, "not root"
+    try:
+        return Cgroup(memory_bytes=config.memory_mb << 20, pids=config.pids, cpus=config.cpus), ""
+    except OSError as exc:
+        return None, str(exc)
+
+
+def _plan(config: SandboxConfig, bubblewrap: bool, cgroup: Cgroup | None, why: str) -> LocalIsolation:
+    """What can be put in force here for `config`, with `cgroup` (or `why` there is none)."""
     missing: list[str] = []
     root = os.getuid() == 0
     uid = UID_BASE + secrets.randbelow(1 << 20) if root else os.getuid()
@@ -364,13 +393,26 @@ def _plan(config: SandboxConfig, bubblewrap: bool) -> Isolation:
         "cpu": max(1, math.ceil(config.total_time_s * config.cpus)),
         "core": 0,
     }
+    limits = cgroup.limits if cgroup is not None else {}
+    if cgroup is None:
+        missing.append(f"no cgroup ({why}): memory, pids and CPU time are limited per process (rlimits), "
+                       "not for the sandbox's processes together")
+    elif "cpu" not in limits:
+        missing.append("no cpu controller in the sandbox's cgroup: CPU time is limited per process (rlimits)")
+    missing.append("the work tree's total size is not capped (each file is, by the fsize rlimit)")
+    if config.network:
+        missing.append("network on: commands share the host's network namespace (its loopback and sockets)")
     namespaces = ["mount", "pid", "ipc", "uts"] + ([] if config.network else ["net"])
-    return Isolation(
+    return LocalIsolation(
+        backend="local",
         bubblewrap=problem is None,
         namespaces=namespaces if problem is None else [],
-        read_only_host=problem is None,
+        read_only_root=problem is None,
         seccomp=seccomp,
         uid=uid,
+        network=config.network,
         rlimits=rlimits,
+        cgroup=limits,
+        disk_mb={"/tmp": config.disk_mb, "/dev/shm": config.disk_mb} if problem is None else {},
         missing=missing,
     )

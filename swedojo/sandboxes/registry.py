@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
 if TYPE_CHECKING:
-    from swedojo.sandboxes.base import Sandbox, SandboxConfig
+    from swedojo.sandboxes.base import Isolation, Sandbox, SandboxConfig
     from swedojo.schema import EnvSpec
 
 
@@ -36,6 +36,12 @@ class SandboxBackend(Protocol):
                workdir: str) -> Sandbox:
         """A new sandbox with `source` at `commit` in its work tree; ValueError when the
         arguments are not enough for this backend (e.g. docker needs an image)."""
+        ...
+
+    @classmethod
+    def isolation_for(cls, config: SandboxConfig) -> Isolation:
+        """What a sandbox made with `config` would be confined by on this machine, and what is
+        missing here; SandboxError when the backend cannot be used at all."""
         ...
 
     @classmethod

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from swedojo.sandboxes import forkserver
 from swedojo.sandboxes.base import Sandbox, SandboxConfig
 from swedojo.sandboxes.registry import backend, names
 
@@ -43,3 +46,40 @@ def make_repo(path: Path, files: dict[str, str] | None = None) -> Path:
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "init"]):
         subprocess.run([*git, *args], cwd=path, check=True, capture_output=True)
     return path
+
+
+MEMO_GROWTH_MIB = (forkserver._MEMO_BYTES >> 20) + 64
+"""The most a fork server may grow whatever it is sent: its memo's bound and the allocator's slack."""
+
+
+def memo_flood(runner_dir: str, socket_name: str, mib: int = 3 * MEMO_GROWTH_MIB) -> str:
+    """Python source that asks the fork server at `socket_name` (its script in `runner_dir`) to
+    memoise `mib` MiB of rewrites that fail (a syntax error), each under a path of its own."""
+    return (
+        f"import sys; sys.path.insert(0, {runner_dir!r}); import forkserver\n"
+        "pad = 'p' * (2 << 20)\n"
+        f"for i in range({mib} // 2):\n"
+        f"    forkserver._ask_rewrite({socket_name!r}, f'/flood/{{i}}/{{pad}}', b'(', False)\n"
+        "print('flooded')\n"
+    )
+
+
+def peak_rss_mib(status: str) -> int:
+    """The most memory a process ever held (VmHWM), from its /proc/PID/status text, in MiB."""
+    line = next(line for line in status.splitlines() if line.startswith("VmHWM:"))
+    return int(line.split()[1]) >> 10
+
+
+def env_without_bwrap(root: Path) -> dict[str, str]:
+    """This process's environment as on a machine without bubblewrap: PATH and the helpers' path
+    (`SWEDOJO_HELPER_PATH`) find every program of the system's directories but `bwrap`, linked
+    into `root`/bin."""
+    bin_dir = root / "bin"
+    bin_dir.mkdir()
+    for directory in ("/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"):
+        for entry in Path(directory).iterdir():
+            target = bin_dir / entry.name
+            if entry.name != "bwrap" and not target.exists():
+                target.symlink_to(entry)
+    path = os.pathsep.join([str(Path(sys.executable).parent), str(bin_dir)])
+    return {**os.environ, "PATH": path, "SWEDOJO_HELPER_PATH": str(bin_dir)}

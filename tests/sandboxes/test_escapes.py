@@ -9,17 +9,19 @@ from __future__ import annotations
 import errno
 import os
 import secrets
+import select
 import shlex
 import socket
 import struct
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from sandbox_helpers import BACKENDS, ESCAPE_CONFIG, make_sandbox
+from sandbox_helpers import BACKENDS, DOCKER_IMAGE, ESCAPE_CONFIG, make_sandbox
 
 from swedojo.sandboxes.base import MAX_FILE_BYTES, Sandbox, SandboxConfig
 from swedojo.tools.base import ToolContext
@@ -346,3 +348,122 @@ def test_no_file_is_created_set_id(sandbox: Sandbox, probe: str, parse_probe: Pa
         assert rc == -1 and err in DENIED, (call, rows)
     python = sandbox.exec("python3 -c 'import os; os.close(os.open(\"made2\", os.O_CREAT, 0o4755))'; stat -c %a made2")
     assert not python.output.splitlines()[-1].startswith(("4", "2", "6")), python.output
+
+
+FORGERIES = (r"printf 'before\033]0;owned\007\033]52;c;b3duZWQ=\007\033[2J\302\2331;31mred\tcell\nafter\n'")
+"""Output that retitles the window (OSC 0), fills the clipboard (OSC 52), clears the screen
+(CSI, also as the one-character C1 CSI) and rings the bell, around printable text."""
+
+
+def on_a_terminal(argv: list[str], stdin: bytes = b"") -> str:
+    """What `argv` writes to a terminal (a pseudo-terminal as its stdout and stderr), `stdin` piped in."""
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}  # this checkout's code
+    main, secondary = os.openpty()
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=secondary, stderr=secondary, env=env)
+    os.close(secondary)
+    assert proc.stdin is not None
+    proc.stdin.write(stdin)
+    proc.stdin.close()
+    seen = bytearray()
+    try:
+        while select.select([main], [], [], 300)[0]:  # bounded: a hang fails the test
+            try:
+                chunk = os.read(main, 1 << 16)
+            except OSError:  # EIO: every writer is gone
+                break
+            if not chunk:
+                break
+            seen += chunk
+    finally:
+        proc.kill()
+        proc.wait()
+        os.close(main)
+    return seen.decode(errors="replace")
+
+
+@pytest.mark.parametrize("name", BACKENDS)
+@pytest.mark.parametrize("command", ["exec", "shell"])
+def test_escape_sequences_from_the_sandbox_do_not_reach_the_operators_terminal(
+    name: str, command: str, git_repo: Path
+) -> None:
+    dojo = [str(Path(sys.executable).with_name("dojo")), "sandbox", command, "--backend", name, "--repo", str(git_repo)]
+    dojo += ["--image", DOCKER_IMAGE] if name == "docker" else []
+    if command == "exec":
+        shown = on_a_terminal([*dojo, "--", FORGERIES])
+    else:
+        shown = on_a_terminal(dojo, f"{FORGERIES}\n".encode())
+    for control in ("\x1b", "\x07", "\x9b"):
+        assert control not in shown, repr(shown)
+    lines = shown.replace("\r\n", "\n").splitlines()  # the terminal's own CRLF
+    assert "after" in lines and any(line.endswith("red\tcell") and "before" in line for line in lines), repr(shown)
+
+
+FLIPPER = r"""python3 -c 'import os, time
+deadline = time.monotonic() + 300
+while not os.path.exists("stop") and time.monotonic() < deadline:
+    os.symlink("/dev/null", "flip.new")
+    os.replace("flip.new", "flip")
+    with open("flip.new", "w") as f: f.write("regular\n")
+    os.replace("flip.new", "flip")' >/dev/null 2>&1 &
+sleep 0.5; echo flipping"""
+"""Swaps `flip` between a regular file and a symlink to a device for as long as the test reads."""
+
+
+def test_a_name_swapped_for_a_device_link_is_never_followed_to_it(sandbox: Sandbox) -> None:
+    """The file helpers judge the file they opened, not its name: however the name changes between
+    the helpers' look and their open, only the regular file is read, never the device."""
+    assert sandbox.exec(FLIPPER).output.strip().endswith("flipping")
+    seen: set[bytes | str] = set()
+    try:
+        for _ in range(60):
+            try:
+                seen.add(sandbox.read_file("flip"))
+            except OSError as exc:
+                seen.add(exc.strerror or "")
+    finally:
+        sandbox.exec("touch stop; wait")
+    assert b"regular\n" in seen and seen <= {b"regular\n", "Not a regular file (a FIFO, socket or device)"}, seen
+    assert sandbox.exec("ln -s pkg/mod.py link && echo made").output == "made\n"
+    sandbox.write_file("link", b"X = 3\n")  # in-tree symlinks to regular files: written and read through
+    assert sandbox.read_file("link") == b"X = 3\n" and sandbox.exec("cat pkg/mod.py").output == "X = 3\n"
+
+
+HOLDERS = r"""python3 - <<'EOF'
+import os, select, signal, struct
+r, w = os.pipe()
+kids = set()
+for _ in range(4):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            block = bytearray(200 << 20)
+            for i in range(0, len(block), 4096):
+                block[i] = 1
+            os.write(w, struct.pack("i", os.getpid()))
+            signal.pause()
+        finally:
+            os._exit(1)
+    kids.add(pid)
+os.close(w)
+held, died = set(), set()
+while held | died != kids and select.select([r], [], [], 300)[0] is not None:
+    data = os.read(r, 64) if select.select([r], [], [], 0.1)[0] else b""
+    held |= {struct.unpack("i", data[i:i + 4])[0] for i in range(0, len(data) - 3, 4)}
+    for pid in kids - died:
+        if os.waitpid(pid, os.WNOHANG)[0]:
+            died.add(pid)
+print("holding", len(held - died))
+for pid in kids - died:
+    os.kill(pid, 9)
+EOF"""
+"""Four processes that each take 200 MB and hold it: together more than the sandbox's 512 MB."""
+
+
+def test_processes_together_cannot_exceed_the_memory_limit(sandbox: Sandbox, escape_config: SandboxConfig) -> None:
+    isolation = getattr(sandbox, "isolation", None)  # the local backend's: a cgroup only where it can make one
+    if isolation is not None and "memory" not in isolation.cgroup:
+        pytest.skip(f"no cgroup here: {isolation.missing}")
+    result = sandbox.exec(HOLDERS, timeout=600)
+    holding = int(result.output.split("holding")[-1].split()[0])
+    assert holding * 200 < escape_config.memory_mb, result.output
+    assert sandbox.exec("echo alive").output == "alive\n"

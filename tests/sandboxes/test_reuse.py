@@ -9,18 +9,19 @@ next sandbox of the same container.
 
 from __future__ import annotations
 
+import shlex
 import subprocess
 import time
 from collections.abc import Iterator
 
 import pytest
-from sandbox_helpers import make_repo
+from sandbox_helpers import MEMO_GROWTH_MIB, make_repo, memo_flood, peak_rss_mib
 
 from swedojo.rewards.grading import grade_in_sandbox
 from swedojo.sandboxes.docker import DockerSandbox
 from swedojo.sandboxes.environment import default_python_env
 from swedojo.sandboxes.pool import SandboxPool
-from swedojo.sandboxes.warm_runner import WarmRunner
+from swedojo.sandboxes.warm_runner import RUNNER_DIR, SOCKET_NAME, WarmRunner
 from swedojo.schema import EvalStatus, TaskInstance
 
 pytestmark = pytest.mark.docker
@@ -184,4 +185,18 @@ def test_a_thread_outliving_its_leader_cannot_change_a_later_grade(pool: Sandbox
     report = grade_in_sandbox(second, env, task, unrelated)
     assert report.status == EvalStatus.UNRESOLVED, report
     assert second.exec("cat pkg/mod.py").output == "X = 1\n"
+    second.close()
+
+
+def test_what_a_sandbox_puts_in_the_runners_memo_stays_bounded_in_the_next(pool: SandboxPool) -> None:
+    """The kept server's rewrite memo, filled with failed rewrites under long paths, never holds
+    more than its bound: the next sandbox of the container gets its memory."""
+    status = "cat /proc/$(pgrep -f 'forkserver.py serve')/status"
+    first = pool.acquire(PYTHON_IMAGE, runner=RUNNER)
+    before = peak_rss_mib(first.exec(status).output)
+    flood = first.exec(f"python3 -c {shlex.quote(memo_flood(RUNNER_DIR, SOCKET_NAME))}", timeout=600)
+    assert flood.output.strip() == "flooded", flood.output
+    second = released_and_back(pool, first)
+    grown = peak_rss_mib(second.exec(status).output) - before
+    assert grown < MEMO_GROWTH_MIB, f"the kept server grew by {grown} MiB"
     second.close()

@@ -10,30 +10,18 @@ run with a reachable copy of it (`sandboxes/interpreter.py`), found as `python` 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from sandbox_helpers import env_without_bwrap
 
 pytestmark = pytest.mark.slow
 
 
-def _path_without_bwrap(root: Path) -> str:
-    bin_dir = root / "bin"
-    bin_dir.mkdir()
-    for directory in ("/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"):
-        for entry in Path(directory).iterdir():
-            target = bin_dir / entry.name
-            if entry.name != "bwrap" and not target.exists():
-                target.symlink_to(entry)
-    return os.pathsep.join([str(Path(sys.executable).parent), str(bin_dir)])
-
-
 def test_gold_resolves_the_demo_suite_without_bubblewrap(tmp_path: Path) -> None:
-    path = _path_without_bwrap(tmp_path)
-    env = {**os.environ, "PATH": path, "SWEDOJO_HELPER_PATH": str(tmp_path / "bin")}
+    env = env_without_bwrap(tmp_path)
     check = subprocess.run([sys.executable, "-c", "from swedojo.sandboxes.local import bubblewrap_problem; print(bubblewrap_problem())"],
                            env=env, capture_output=True, text=True, check=True)
     assert check.stdout.strip() == "bubblewrap (bwrap) is not installed"
