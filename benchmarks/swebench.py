@@ -101,7 +101,12 @@ def main() -> int:
         if result["resolved"]:
             print(f"empty resolved: {iid}")
     gold_resolved = sum(r["resolved"] for r in gold.values())
-    print(f"RESULT gold_resolved={gold_resolved} gold_total={len(gold)} empty_resolved="
+    offline = sorted(iid for iid, r in gold.items() if r["status"] == "needs_network")
+    print(f"not scorable offline (every FAIL_TO_PASS test needs the network, the reference patch's run "
+          f"too): {len(offline)}: {', '.join(offline) or 'none'}")
+    scored = len(gold) - len(offline)
+    print(f"RESULT gold_resolved={gold_resolved} gold_total={len(gold)} gold_needs_network={len(offline)} "
+          f"gold_resolved_of_scorable={gold_resolved}/{scored} empty_resolved="
           f"{sum(r['resolved'] for r in empty.values())} median_eval_s={statistics.median(grading or [0]):.1f} "
           f"warm_beyond_tests_s={statistics.median(beyond_tests or [0]):.1f} envs_built={built} "
           f"cold_build_median_s={statistics.median(cold or [0]):.0f}")
