@@ -322,6 +322,9 @@ class RewardReport(BaseModel):
     """Status of each FAIL_TO_PASS test; None = missing from the log (counts as failed)."""
     pass_to_pass: dict[str, TestStatus | None] = Field(default_factory=dict)
     """Status of each PASS_TO_PASS test; None = missing from the log (counts as failed)."""
+    standins: str = ""
+    """Whether local stand-ins of public test services (httpbin.org) served the tests, after a run
+    without them failed for want of the network, or why they could not."""
     not_tests: dict[str, str] = Field(default_factory=dict)
     """Listed ids that name no test, left out of scoring (id -> why): fragments of a log line that
     the dataset's own parser read as a test, such as pytest's progress column (`[100%]`)."""

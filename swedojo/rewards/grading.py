@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
+from swedojo.sandboxes import standins
 from swedojo.sandboxes.base import Sandbox, SandboxError
 from swedojo.sandboxes.environment import Environment
 from swedojo.schema import EnvSpec, EvalStatus, RewardReport, TaskInstance
@@ -48,8 +49,13 @@ from swedojo.testrun.run import (
 TEST_TIMEOUT_S = 900.0
 
 
-def grade_in_sandbox(sandbox: Sandbox, env: Environment, instance: TaskInstance, candidate: str) -> RewardReport:
-    """Apply the candidate and the test patch in `sandbox` (fresh, at base_commit) and grade."""
+def grade_in_sandbox(sandbox: Sandbox, env: Environment, instance: TaskInstance, candidate: str,
+                     offline_before: Mapping[str, str] | None = None) -> RewardReport:
+    """Apply the candidate and the test patch in `sandbox` (fresh, at base_commit) and grade.
+
+    `offline_before`: with stand-ins, the tests a run without them left out for want of the
+    network; those the reference patch does not pass with the stand-ins either stay out (the
+    stand-in does not answer as the real service did), the others are scored."""
     report = RewardReport(instance_id=instance.instance_id, status=EvalStatus.UNRESOLVED)
     if not candidate.strip():
         report.status = EvalStatus.EMPTY_PATCH
@@ -89,9 +95,16 @@ def grade_in_sandbox(sandbox: Sandbox, env: Environment, instance: TaskInstance,
     if why := environment_failure(result, env.spec, sandbox, patch_files(candidate), provided, tests):
         report.status, report.error = EvalStatus.INFRA_ERROR, why
         return report
-    offline = _offline(result, tests) if candidate.strip() else {}
-    if offline and candidate.strip() != instance.patch.strip():
-        offline = {t: why for t, why in offline.items() if t in _reference_offline(env, instance, files, tests)}
+    offline = _offline(result, tests, env) if candidate.strip() else {}
+    reference = candidate.strip() == instance.patch.strip()
+    if offline and not reference:
+        offline = {t: why for t, why in offline.items() if t in _reference_failures(env, instance, files, tests)[0]}
+    if offline_before and candidate.strip():
+        unserved = {t for t in tests if not passed(status_of(result.statuses, t))} if reference \
+            else _reference_failures(env, instance, files, tests)[1]
+        offline |= {t: f"not served by the stand-in as by the real service; offline: {why}"
+                    for t, why in offline_before.items()
+                    if t in unserved and t not in offline and not passed(status_of(result.statuses, t))}
     report.needs_network = offline
     report.not_tests = {t: why for t in tests if (why := not_a_test(t))}
     report.fail_to_pass = {t: status_of(result.statuses, t) for t in instance.FAIL_TO_PASS}
@@ -133,9 +146,9 @@ def test_files_to_run(spec: EnvSpec, instance: TaskInstance) -> list[str]:
     return runnable(spec, graded_paths(instance))
 
 
-def _offline(result: SuiteRun, tests: list[str]) -> dict[str, str]:
+def _offline(result: SuiteRun, tests: list[str], env: Environment) -> dict[str, str]:
     """Listed tests that did not pass and whose failure the runner put down to a missing network."""
-    reasons = offline_failures(result.log, result.statuses)
+    reasons = offline_failures(result.log, result.statuses, standins.HOSTS if env.config.standins else ())
     found: dict[str, str] = {}
     for test in tests:
         if not passed(status_of(result.statuses, test)):
@@ -145,16 +158,19 @@ def _offline(result: SuiteRun, tests: list[str]) -> dict[str, str]:
     return found
 
 
-_REFERENCE: dict[str, set[str]] = {}
+_REFERENCE: dict[tuple[str, bool], tuple[set[str], set[str]]] = {}
 _REFERENCE_LOCK = threading.Lock()
 
 
-def _reference_offline(env: Environment, instance: TaskInstance, files: list[str], tests: list[str]) -> set[str]:
-    """The listed tests that fail for want of the network with the reference patch (once per task):
-    only those may leave scoring, so a candidate cannot opt a test out by making it look up a host."""
+def _reference_failures(env: Environment, instance: TaskInstance, files: list[str],
+                        tests: list[str]) -> tuple[set[str], set[str]]:
+    """The listed tests that fail for want of the network with the reference patch, and those it
+    does not pass at all (once per task and stand-in setting): only such tests may leave scoring,
+    so a candidate cannot opt a test out by making it look up a host."""
+    key = (instance.instance_id, env.config.standins)
     with _REFERENCE_LOCK:
-        if instance.instance_id in _REFERENCE:
-            return _REFERENCE[instance.instance_id]
+        if key in _REFERENCE:
+            return _REFERENCE[key]
     sandbox = env.open(instance.base_commit)
     try:
         for patch, what in ((instance.patch, "reference patch"), (instance.test_patch, "test patch")):
@@ -162,13 +178,13 @@ def _reference_offline(env: Environment, instance: TaskInstance, files: list[str
                 apply_patch(sandbox, patch, what)
         run = run_files(sandbox, env.spec, files, TEST_TIMEOUT_S) if files \
             else run_tests(sandbox, env.spec, tests, TEST_TIMEOUT_S)
-        found = set(_offline(run, tests))
+        found = (set(_offline(run, tests, env)), {t for t in tests if not passed(status_of(run.statuses, t))})
     except (PatchApplyError, TestRunError):
-        found = set()
+        found = (set(), set())
     finally:
         sandbox.close()
     with _REFERENCE_LOCK:
-        _REFERENCE[instance.instance_id] = found
+        _REFERENCE[key] = found
     return found
 
 
@@ -195,6 +211,25 @@ def in_fresh_sandbox(env: Environment, instance: TaskInstance, work: Callable[[S
     return report
 
 
+def with_standins_when_offline(env: Environment,
+                               run: Callable[[Environment, Mapping[str, str]], RewardReport]) -> RewardReport:
+    """`run(env, {})`; when listed tests failed for want of the network, once more in sandboxes with
+    the public test services' stand-ins (`sandboxes.standins`, where the backend has them), told
+    which tests the first run left out: what a stand-in serves is then scored, what it does not
+    stays `needs_network`. A stand-in that cannot be had leaves the first report, saying why."""
+    report = run(env, {})
+    served = env.serving_standins() if report.needs_network else None
+    if served is None:
+        return report
+    again = run(served, report.needs_network)
+    if again.status == EvalStatus.INFRA_ERROR:
+        report.standins = f"not used: {again.error}"
+        return report
+    again.standins = f"served {', '.join(standins.HOSTS)} in the sandbox"
+    return again
+
+
 def grade(env: Environment, instance: TaskInstance, candidate: str) -> RewardReport:
     """Grade `candidate` for `instance` in a fresh sandbox; infrastructure failures become a status."""
-    return in_fresh_sandbox(env, instance, lambda sandbox: grade_in_sandbox(sandbox, env, instance, candidate))
+    return with_standins_when_offline(env, lambda served, before: in_fresh_sandbox(
+        served, instance, lambda sandbox: grade_in_sandbox(sandbox, served, instance, candidate, before)))

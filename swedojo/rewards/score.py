@@ -9,9 +9,11 @@ tree. Grading statuses and the F2P/P2P maps are exactly `grading.grade_in_sandbo
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from swedojo.progress import stage
 from swedojo.rewards.compose import RewardConfig, compose
-from swedojo.rewards.grading import grade_in_sandbox, in_fresh_sandbox
+from swedojo.rewards.grading import grade_in_sandbox, in_fresh_sandbox, with_standins_when_offline
 from swedojo.rewards.tiers import (
     BaselineCache,
     Judge,
@@ -34,8 +36,10 @@ def score_in_sandbox(
     config: RewardConfig,
     judge: Judge | None = None,
     baselines: BaselineCache | None = None,
+    offline_before: Mapping[str, str] | None = None,
 ) -> RewardReport:
-    """Fill tiers and reward for `trajectory.patch` in `sandbox` (fresh, at base_commit)."""
+    """Fill tiers and reward for `trajectory.patch` in `sandbox` (fresh, at base_commit);
+    `offline_before` as for `grade_in_sandbox`."""
     candidate = trajectory.patch
     baseline = None
     if candidate.strip():
@@ -50,7 +54,7 @@ def score_in_sandbox(
         except TestRunError as exc:
             return RewardReport(instance_id=instance.instance_id, status=EvalStatus.INFRA_ERROR, error=f"suite at base: {exc}")
     stage("grading")
-    report = grade_in_sandbox(sandbox, env, instance, candidate)
+    report = grade_in_sandbox(sandbox, env, instance, candidate, offline_before)
     if report.status == EvalStatus.INFRA_ERROR:
         report.reward = 0.0
         return report
@@ -74,6 +78,5 @@ def score(
     `baselines`: where the whole-suite run at base is kept between scores of the same task.
     """
     config = config or RewardConfig()
-    return in_fresh_sandbox(
-        env, instance, lambda sandbox: score_in_sandbox(sandbox, env, instance, trajectory, config, judge, baselines)
-    )
+    return with_standins_when_offline(env, lambda served, before: in_fresh_sandbox(served, instance, lambda sandbox: (
+        score_in_sandbox(sandbox, served, instance, trajectory, config, judge, baselines, before))))

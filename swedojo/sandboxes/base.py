@@ -24,6 +24,9 @@ class SandboxConfig(BaseModel):
 
     network: bool = False
     """Allow network access from inside (off by default)."""
+    standins: bool = False
+    """Resolve the public test services' host names to loopback and mount their stand-ins
+    (`sandboxes.standins`; docker only, the backend says when it cannot)."""
     command_timeout_s: float = 120.0
     """Default per-command timeout."""
     total_time_s: float = 3600.0

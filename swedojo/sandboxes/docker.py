@@ -43,6 +43,7 @@ import docker.errors
 from docker.types import LogConfig
 
 from swedojo.repos import checkout
+from swedojo.sandboxes import standins
 from swedojo.sandboxes.base import (
     ExecResult,
     Isolation,
@@ -431,7 +432,10 @@ class Container:
         client = api()
         _install_cleanup_hooks()
         tmpfs_opts = f"rw,nosuid,nodev,size={config.disk_mb}m"
+        served = config.standins and not config.network
         host_config = client.create_host_config(
+            binds={standins.volume_for(image): {"bind": standins.MOUNT, "mode": "ro"}} if served else None,
+            extra_hosts={host: "127.0.0.1" for host in standins.HOSTS} if served else None,
             init=True,
             cap_add=["KILL"],  # the supervisor's, as root; processes of the sandbox user have none
             auto_remove=True,
@@ -443,7 +447,7 @@ class Container:
             cap_drop=["ALL"],
             security_opt=[
                 "no-new-privileges",
-                "seccomp=" + render_docker_profile(config.network),
+                "seccomp=" + render_docker_profile(config.network or served),  # stand-ins: sockets, on loopback only
             ],
             network_mode="bridge" if config.network else "none",
             pids_limit=config.pids,
@@ -716,6 +720,7 @@ class DockerSandbox(OneOffFiles):
     """
 
     pooled: ClassVar[bool] = True
+    serves_standins: ClassVar[bool] = True
 
     @classmethod
     def create(cls, *, image: str, source: Path | None, commit: str | None, config: SandboxConfig,

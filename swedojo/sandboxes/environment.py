@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
+from swedojo.sandboxes import standins
 from swedojo.sandboxes.base import ExecResult, Sandbox, SandboxConfig, SandboxError
 from swedojo.sandboxes.registry import backend
 from swedojo.sandboxes.warm_runner import WarmRunner
@@ -64,18 +65,27 @@ class Environment(BaseModel):
         env._pool = pool if pool is not None and backend(self.backend).pooled else None
         return env
 
+    def serving_standins(self) -> Environment | None:
+        """This environment with the public test services' stand-ins in every sandbox (fresh
+        containers, not the pool's); None where the backend has none or the network is on."""
+        if self.config.network or self.config.standins or not backend(self.backend).serves_standins:
+            return None
+        return Environment(spec=self.spec, source=self.source, config=self.config.model_copy(update={"standins": True}))
+
     def open(self, commit: str | None = None, prepared: bool = True) -> Sandbox:
         """A new sandbox with the repo checked out at `commit` (default: the spec's commit).
 
         `prepared`: with the spec's repo layer built in it (`prepare`); else the caller does that.
         """
         sandbox = self._sandbox(commit or self.spec.commit)
-        if prepared:
-            try:
+        try:
+            if prepared:
                 prepare(sandbox, self.spec)
-            except BaseException:
-                sandbox.close()
-                raise
+            if self.config.standins:
+                standins.serve(sandbox)
+        except BaseException:
+            sandbox.close()
+            raise
         return sandbox
 
     def sandbox_config(self) -> SandboxConfig:

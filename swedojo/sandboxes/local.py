@@ -116,6 +116,7 @@ class LocalSandbox(OneOffFiles):
     """
 
     pooled: ClassVar[bool] = False
+    serves_standins: ClassVar[bool] = False
 
     @classmethod
     def create(cls, *, image: str, source: Path | None, commit: str | None, config: SandboxConfig,

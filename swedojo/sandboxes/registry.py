@@ -30,6 +30,8 @@ class SandboxBackend(Protocol):
 
     pooled: ClassVar[bool]
     """A `SandboxPool` of warm containers can serve its sandboxes (docker only)."""
+    serves_standins: ClassVar[bool]
+    """It honours `SandboxConfig.standins` (docker only)."""
 
     @classmethod
     def create(cls, *, image: str, source: Path | None, commit: str | None, config: SandboxConfig,

@@ -144,6 +144,44 @@ def test_a_task_whose_fail_to_pass_all_need_the_network_is_not_scored(tmp_path):
     assert report.status == EvalStatus.NEEDS_NETWORK and not report.resolved and report.reward == 0.0
 
 
+HTTPBIN_TEST = '''
+
+def test_echo():
+    import json, urllib.request
+    with urllib.request.urlopen("http://httpbin.org/get?x=1", timeout=20) as reply:
+        assert json.load(reply)["args"] == {"x": "1"}
+    assert clamp(15, 0, 10) == 10
+
+
+def test_as_only_the_real_service_answers():
+    import urllib.request
+    with urllib.request.urlopen("http://httpbin.org/get", timeout=20) as reply:
+        assert reply.headers["Server"] == "the real one"
+'''
+
+
+@pytest.mark.docker
+def test_a_test_of_a_public_service_is_served_by_its_local_stand_in(tmp_path):
+    """A FAIL_TO_PASS test that calls httpbin.org: offline it fails for every patch; graded again
+    with the stand-in in the sandbox (the host resolved to loopback), gold resolves on it, and the
+    empty patch still fails it. A test the stand-in does not answer as the real service would
+    (the reference fails it there too) stays out, named. Needs PyPI once, to install the stand-in."""
+    mirror, task = make_task_repo(tmp_path)
+    task.test_patch = task.test_patch.replace("@@ -8,3 +8,7 @@", "@@ -8,3 +8,20 @@") + "".join(
+        f"+{line}\n" for line in HTTPBIN_TEST.splitlines())
+    task.FAIL_TO_PASS = ["test_calc.py::test_echo"]
+    task.PASS_TO_PASS = [*task.PASS_TO_PASS, "test_calc.py::test_as_only_the_real_service_answers"]
+    env = default_python_env(task.repo, task.base_commit, resolve_repo(task.repo, mirror), "docker")
+    gold = grade(env, task, task.patch)
+    assert gold.status == EvalStatus.RESOLVED, (gold.error, gold.standins, gold.log_tail)
+    assert gold.standins.startswith("served httpbin.org")
+    assert list(gold.needs_network) == ["test_calc.py::test_as_only_the_real_service_answers"]
+    assert gold.needs_network["test_calc.py::test_as_only_the_real_service_answers"].startswith("not served by the stand-in")
+    assert gold.fail_to_pass == {"test_calc.py::test_echo": TestStatus.PASSED}
+    empty = grade(env, task, "")
+    assert empty.status == EvalStatus.EMPTY_PATCH and empty.fail_to_pass == {"test_calc.py::test_echo": TestStatus.FAILED}
+
+
 def test_a_candidate_cannot_opt_a_test_out_by_making_it_look_up_a_host(tmp_path):
     """A patch that makes a listed test fail with a lookup error does not get it left out: only tests
     that need the network with the reference patch too may leave scoring."""
