@@ -71,7 +71,7 @@ def checkout(source: Path, commit: str, dest: Path) -> None:
     from there: the key is content, so any mirror of the same history shares it.
     """
     source = Path(source).absolute()
-    git_in_source = lambda *args: subprocess.run(  # noqa: E731
+    git_in_source = lambda *args: subprocess.run(
         ["git", "-C", str(source), *args], capture_output=True, text=True, check=False)
     resolved = git_in_source("rev-parse", "--verify", "--quiet", f"{commit}^{{commit}}")
     if resolved.returncode != 0:
@@ -101,7 +101,7 @@ def checkout(source: Path, commit: str, dest: Path) -> None:
 def _fetch(source: Path, sha: str, nearest: str, dest: Path) -> None:
     """The checkout itself: `sha` with its history and the `nearest` tag, nothing else."""
     dest.mkdir(parents=True)
-    run = lambda *args: subprocess.run(  # noqa: E731
+    run = lambda *args: subprocess.run(
         ["git", *args], cwd=dest, capture_output=True, text=True, check=False
     )
     tag = [f"refs/tags/{nearest}:refs/tags/{nearest}"] if nearest else []

@@ -45,7 +45,12 @@ from swedojo.repolaunch.errors import (
     ValidateError,
 )
 from swedojo.repolaunch.fallback import SetupAgent, SetupRequest
-from swedojo.repolaunch.local import build_env, default_cache_dir, find_runtime, rebuild_env
+from swedojo.repolaunch.local import (
+    build_env,
+    default_cache_dir,
+    find_runtime,
+    rebuild_env,
+)
 from swedojo.repolaunch.recipe import (
     UnsupportedLanguageError,
     install_plan,

@@ -13,7 +13,11 @@ from collections.abc import Mapping
 
 from swedojo.progress import stage
 from swedojo.rewards.compose import RewardConfig, compose
-from swedojo.rewards.grading import grade_in_sandbox, in_fresh_sandbox, with_standins_when_offline
+from swedojo.rewards.grading import (
+    grade_in_sandbox,
+    in_fresh_sandbox,
+    with_standins_when_offline,
+)
 from swedojo.rewards.tiers import (
     BaselineCache,
     Judge,

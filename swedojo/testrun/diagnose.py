@@ -23,7 +23,7 @@ from swedojo.schema import EnvSpec, TestStatus
 from swedojo.testrun.ids import status_of
 from swedojo.testrun.run import SuiteRun
 
-_SHELL_CANNOT_START = re.compile(r"^.*(command not found|No such file or directory|Permission denied|cannot execute).*$", re.M)
+_SHELL_CANNOT_START = re.compile(r"^.*(command not found|No such file or directory|Permission denied|cannot execute).*$", re.MULTILINE)
 _RUNNER_MODULE = re.compile(r"(?:^|\s)-m\s+([\w.]+)")
 _NO_MODULE = re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'")
 
