@@ -57,7 +57,11 @@ def volume_for(image: str) -> str:
     with open(markers / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if (markers / name).is_file():
-            return name
+            try:
+                client.inspect_volume(name)
+                return name
+            except docker.errors.NotFound:
+                pass  # pruned since: made again
         try:
             client.remove_volume(name, force=True)  # half-built by a run that died
         except docker.errors.NotFound:
