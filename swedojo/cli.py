@@ -383,7 +383,7 @@ def run_command(
     report = result.report
     scored = ", ".join(f"{t.name} {t.score:.2f}" for t in report.tiers if t.scored) or "no tier"
     spec = result.environment
-    where = spec.image or spec.env_vars.get("SWEDOJO_ENV") or "the harness's own Python (--no-launch)"
+    where = spec.image or spec.env_vars.get("SWEDOJO_ENV") or "the plain Python environment (--no-launch, or no build file to launch from)"
     console.print(f"environment: {spec.language or 'python'} {spec.runtime_version} on the {spec.backend} backend, {where}")
     console.print(f"tokens sampled: {sampled}; patch: {len(trajectory.patch.splitlines())} lines; "
                   f"{report.status.value}: reward {report.reward:.2f} from {scored}")

@@ -22,7 +22,7 @@ from swedojo.agent.backends import ModelBackend
 from swedojo.agent.base import Policy, RunContext
 from swedojo.agent.loop import AgentConfig, ModelPolicy
 from swedojo.progress import stage
-from swedojo.repolaunch.errors import LaunchError
+from swedojo.repolaunch.errors import AnalyseError, LaunchError
 from swedojo.repos import resolve_repo
 from swedojo.rewards.compose import RewardConfig, compose
 from swedojo.rewards.grading import grade, graded_paths, in_fresh_sandbox
@@ -207,8 +207,9 @@ def run_issue(repo: str, text: str, model: ModelBackend, out: Path, *, commit: s
     """`dojo run`: the model policy on one issue (its text) of one repo; patch, trajectory and report into `out`.
 
     The agent works in the repository's own environment: `spec` (from `dojo launch`), else one
-    launched now with RepoLaunch into `out/environment` (a failure raises its `LaunchError`);
-    without `launch`, the plain pytest environment.
+    launched now with RepoLaunch into `out/environment` (a failure raises its `LaunchError`, but a
+    repo with no build or dependency file gets the plain pytest environment); without `launch`,
+    the plain pytest environment.
     """
     source = resolve_repo(repo, mirror)
     try:
@@ -225,7 +226,10 @@ def run_issue(repo: str, text: str, model: ModelBackend, out: Path, *, commit: s
     else:
         stage("launching the environment (RepoLaunch)" if launch else "opening a sandbox")
         resolver = EnvironmentResolver(backend=backend, mirror=mirror, launch=launch, launch_dir=out / "environment")
-        env = resolver.resolve(instance)
+        try:
+            env = resolver.resolve(instance)
+        except AnalyseError:  # no build or dependency file: nothing to install, the plain environment runs it
+            env = EnvironmentResolver(backend=backend, mirror=mirror).resolve(instance)
     files = IssueRunDir(out)
     save = _checkpointer(files.trajectory)
     policy = ModelPolicy(model, agent)

@@ -50,9 +50,11 @@ def test_run_with_scripted_model_fixes_the_issue(tmp_path):
 def test_run_with_tiny_in_process_model_respects_limits_and_records_tokens(tmp_path):
     repo, issue = _setup(tmp_path)
     out = tmp_path / "out"
+    # no --no-launch: a repo with no build or dependency file gets the plain environment, said so
     result = CliRunner().invoke(app, ["run", "--repo", str(repo), "--issue", str(issue), "--model", "tiny:glm_moe_dsa",
-                                      "--out", str(out), "--max-steps", "2", "--no-launch"])
+                                      "--out", str(out), "--max-steps", "2"])
     assert result.exit_code == 0, result.output
+    assert "the plain Python environment (--no-launch, or no build file to launch from)" in result.output
     trajectory = Trajectory.model_validate_json((out / "trajectory.json").read_text())
     # a random model writes junk: the run ends on a limit, never by accident of a crash
     assert trajectory.exit_status in (ExitStatus.LIMIT_STEPS, ExitStatus.FORMAT_ERRORS, ExitStatus.SUBMITTED)
