@@ -169,10 +169,21 @@ class LocalSandbox(OneOffFiles):
             self.isolation = _plan(self.config, bubblewrap, self._cgroup, why)
             _warn_once(self.isolation.missing)
             self._prepare_dirs()
-            self._terminal = PersistentTerminal(self._spawn(), self.config, reopen=self._spawn)
+            self._terminal = self._first_terminal()
         except BaseException:
             self.close()
             raise
+
+    def _first_terminal(self) -> PersistentTerminal:
+        """The shell; started again (up to 3 times) when bubblewrap failed to remount a mount that
+        was coming or going on the host (a container starting or stopping): not this sandbox's fault."""
+        for _ in range(2):
+            try:
+                return PersistentTerminal(self._spawn(), self.config, reopen=self._spawn)
+            except SandboxError as exc:
+                if "Unable to apply mount flags" not in str(exc):
+                    raise
+        return PersistentTerminal(self._spawn(), self.config, reopen=self._spawn)
 
     # -- setup -------------------------------------------------------------------------------
 
