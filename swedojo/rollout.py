@@ -71,17 +71,18 @@ class EnvironmentResolver(BaseModel):
         super().__init__(**data)
         self._pool = pool
 
-    def resolve(self, instance: TaskInstance) -> Environment:
-        """The instance's environment; a failed launch raises its `LaunchError` (stage named) every time."""
+    def resolve(self, instance: TaskInstance, commit: str = "") -> Environment:
+        """The instance's environment, launched at `commit` (default: its setup commit); a failed
+        launch raises its `LaunchError` (stage named) every time."""
         source = resolve_repo(instance.repo, self.mirror)
         if not self.launch:
             return default_python_env(instance.repo, instance.setup_commit, source, self.backend, self.config).with_pool(self._pool)
-        key = (instance.repo, instance.setup_commit)
+        key = (instance.repo, commit or instance.setup_commit)
         with self._guard:
             lock = self._locks.setdefault(key, threading.Lock())
         with lock:  # one launch per key; instances of other keys launch meanwhile
             if key not in self._launched:
-                self._launched[key] = self._launch(instance.repo, instance.setup_commit, source, graded_paths(instance))
+                self._launched[key] = self._launch(instance.repo, key[1], source, graded_paths(instance))
             found = self._launched[key]
         if isinstance(found, LaunchError):
             raise type(found)(found.message, found.log_path)
@@ -156,6 +157,18 @@ def run_instance(
         return _infra_result(instance, policy, f"policy: {trajectory.error}".splitlines()[0], start)
     stage("grading")
     report = score(env, instance, trajectory, rewards, baselines=baselines) if rewards else grade(env, instance, trajectory.patch)
+    if report.missing_modules and not report.resolved and resolver.launch and instance.setup_commit != instance.base_commit:
+        # The setup commit's environment lacks what the base's code imports (its dependencies
+        # changed in between): an environment launched at the base commit has it.
+        stage("launching the environment at the base commit (a dependency was missing)")
+        try:
+            env = resolver.resolve(instance, instance.base_commit)
+        except LaunchError:
+            pass  # the first report stands, naming the missing module
+        else:
+            stage("grading")
+            report = score(env, instance, trajectory, rewards, baselines=baselines) if rewards \
+                else grade(env, instance, trajectory.patch)
     return InstanceResult(
         instance_id=instance.instance_id, policy=policy.name, status=report.status, resolved=report.resolved,
         exit_status=trajectory.exit_status, error=report.error, patch=trajectory.patch, report=report,

@@ -322,6 +322,10 @@ class RewardReport(BaseModel):
     """Status of each FAIL_TO_PASS test; None = missing from the log (counts as failed)."""
     pass_to_pass: dict[str, TestStatus | None] = Field(default_factory=dict)
     """Status of each PASS_TO_PASS test; None = missing from the log (counts as failed)."""
+    missing_modules: list[str] = Field(default_factory=list)
+    """Modules the test log says could not be imported that neither the repository nor any patch
+    provides: dependencies the environment lacks (an environment launched at another commit
+    than the base may lack what the base's code imports)."""
     standins: str = ""
     """Whether local stand-ins of public test services (httpbin.org) served the tests, after a run
     without them failed for want of the network, or why they could not."""

@@ -25,7 +25,7 @@ from swedojo.sandboxes.base import Sandbox, SandboxError
 from swedojo.sandboxes.environment import Environment
 from swedojo.schema import EnvSpec, EvalStatus, RewardReport, TaskInstance
 from swedojo.testrun.command import runnable
-from swedojo.testrun.diagnose import environment_failure
+from swedojo.testrun.diagnose import environment_failure, missing_modules
 from swedojo.testrun.ids import matches, not_a_test, status_of
 from swedojo.testrun.network import offline_failures
 from swedojo.testrun.patches import (
@@ -92,6 +92,7 @@ def grade_in_sandbox(sandbox: Sandbox, env: Environment, instance: TaskInstance,
     report.test_exit_code, report.test_duration_s = result.exit_code, result.duration_s
     report.log_tail = result.log[-2000:]
     provided = patch_files(instance.patch) + test_files
+    report.missing_modules = missing_modules(result, sandbox, patch_files(candidate), provided)
     if why := environment_failure(result, env.spec, sandbox, patch_files(candidate), provided, tests):
         report.status, report.error = EvalStatus.INFRA_ERROR, why
         return report

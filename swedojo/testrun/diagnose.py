@@ -50,6 +50,14 @@ def repo_paths(sandbox: Sandbox) -> list[str]:
     return listed.output.splitlines() if listed.ok else []
 
 
+def missing_modules(run: SuiteRun, sandbox: Sandbox, changed: Iterable[str], provided: Iterable[str] = ()) -> list[str]:
+    """Modules the log says could not be imported that neither the repository nor any patch
+    provides: dependencies the environment lacks (or a test's own output naming one)."""
+    named = list(dict.fromkeys(_NO_MODULE.findall(run.log)))
+    known = _module_tops([*repo_paths(sandbox), *changed, *provided]) if named else set()
+    return [name for name in named if name.split(".")[0] not in known]
+
+
 def environment_failure(run: SuiteRun, spec: EnvSpec, sandbox: Sandbox, changed: Iterable[str],
                         provided: Iterable[str] = (), scored: Iterable[str] = ()) -> str | None:
     """Why `run` says nothing about the code under test, with the evidence; None when it does.
@@ -70,11 +78,9 @@ def environment_failure(run: SuiteRun, spec: EnvSpec, sandbox: Sandbox, changed:
         errored = any(status_of(run.statuses, test) in (None, TestStatus.ERROR) for test in scored)
     else:  # collection errors, not a test's own output
         errored = not run.statuses or TestStatus.ERROR in run.statuses.values()
-    missing = list(dict.fromkeys(_NO_MODULE.findall(run.log))) if errored else []
-    known = _module_tops([*repo_paths(sandbox), *changed, *provided]) if missing else set()
-    for name in missing:
-        if name.split(".")[0] not in known:
-            return f"a dependency is missing: No module named {name!r} (not in the repository or any patch)"
+    missing = missing_modules(run, sandbox, changed, provided) if errored else []
+    if missing:
+        return f"a dependency is missing: No module named {missing[0]!r} (not in the repository or any patch)"
     if not run.statuses and not run.timed_out and not any(_mentions(run.log, path) for path in changed):
         return f"the test command ran no test (exit {run.exit_code}): {tail[0].strip()[:300]}"
     return None

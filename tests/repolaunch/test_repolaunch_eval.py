@@ -145,3 +145,36 @@ def test_a_project_with_its_own_unittest_runner(tmp_path: Path, env_cache: Path,
     assert empty.exit_code == 0, empty.output
     assert _results(tmp_path / "empty")["shapes-1"]["report"]["fail_to_pass"] == \
         {"test_rectangle (app.tests.ShapeTests)": "FAILED"}
+
+
+def test_a_base_commit_whose_dependencies_the_setup_commit_dropped_gets_its_own_environment(
+        tmp_path: Path, env_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seen on real SWE-bench tasks: the environment of a later setup commit lacks a dependency the
+    base commit's code imports (it was dropped in between), so every patch failed on
+    "No module named ...". The evidence (a module no repo file provides) launches an environment
+    at the base commit, and gold resolves there."""
+    monkeypatch.setenv("SWEDOJO_CACHE", str(env_cache))
+    setup = "from setuptools import setup\nsetup(name='cfg', version='1.0', py_modules=['cfg'], install_requires={})\n"
+    old = "import six\n\n\ndef double(x):\n    return x + x + 1\n"
+    repo = write_tree(tmp_path / "cfg", {"setup.py": setup.format("['six==1.16.0']"), "cfg.py": old,
+                                         "tests/test_cfg.py": "from cfg import double\n\n\ndef test_one():\n    assert double(0) >= 0\n"})
+    base = commit_all(repo, "cfg with six", DATE)
+    fixed = old.replace("x + x + 1", "x + x")
+    patch = _diff(repo, {"cfg.py": fixed})
+    test_patch = _diff(repo, {"tests/test_cfg.py": "from cfg import double\n\n\ndef test_one():\n    assert double(0) >= 0\n"
+                                                   "\n\ndef test_two():\n    assert double(2) == 4\n"})
+    write_tree(repo, {"setup.py": setup.format("[]"), "cfg.py": fixed.replace("import six\n\n\n", "")})
+    later = commit_all(repo, "drop six", DATE)
+    record = {"instance_id": "cfg-1", "repo": str(repo), "base_commit": base, "environment_setup_commit": later,
+              "patch": patch, "test_patch": test_patch, "problem_statement": "double adds one",
+              "FAIL_TO_PASS": json.dumps(["tests/test_cfg.py::test_two"]),
+              "PASS_TO_PASS": json.dumps(["tests/test_cfg.py::test_one"]), "version": "1.0"}
+    suite = tmp_path / "suite.jsonl"
+    suite.write_text(json.dumps(record) + "\n")
+    gold = CliRunner().invoke(app, ["eval", "--suite", str(suite), "--backend", "local", "--rewards", "resolved",
+                                    "--policy", "gold", "--out", str(tmp_path / "gold")])
+    assert gold.exit_code == 0, gold.output
+    result = _results(tmp_path / "gold")["cfg-1"]
+    assert result["status"] == "resolved", result
+    launched = sorted(p.name.split("-")[-1] for p in (tmp_path / "gold" / "environments").iterdir())
+    assert launched == sorted([base[:12], later[:12]])  # the setup commit's, then the base commit's
