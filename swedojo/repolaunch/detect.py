@@ -52,10 +52,14 @@ class PythonPlanning(BaseModel):
     undated: tuple[str, ...] = ()
     """Requirements installed first without the date: the index has no release of them before it
     (a project deleted and uploaded again)."""
+    loose_pins: bool = False
+    """The requirement files' packages without their versions, resolved as of the date (their pins
+    may name releases too old for the interpreter, a test runner among them)."""
 
     def describe(self) -> str:
         return " ".join(filter(None, [f"python {self.runtime}" if self.runtime else "",
                                       "" if self.requirement_files else "without requirement files",
+                                      "with the requirement files' pins loosened" if self.loose_pins else "",
                                       f"with {', '.join(self.undated)} undated" if self.undated else ""]))
 
 
@@ -230,13 +234,31 @@ def _tox_substituted(line: str) -> str:
     return "" if "{" in line else line
 
 
+def _unpinned(path: Path) -> list[str]:
+    """The requirements a requirement file names, without their versions (extras and markers kept);
+    options, nested files, paths and URLs left out."""
+    found = []
+    for line in _text(path).splitlines():
+        line = line.split(" #", 1)[0].strip()
+        if not line or line.startswith(("#", "-")) or "://" in line or line.startswith((".", "/")):
+            continue
+        try:
+            req = Requirement(line)
+        except InvalidRequirement:
+            continue
+        extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
+        found.append(f"{req.name}{extras}" + (f"; {req.marker}" if req.marker else ""))
+    return found
+
+
 class _PythonPlan:
     """Collects what the Python files say; `build()` turns it into a RepoAnalysis."""
 
     def __init__(self, root: Path, ci: CiFindings, when: datetime | None, out: RepoAnalysis,
-                 requirement_files: bool = True, undated: tuple[str, ...] = ()) -> None:
+                 requirement_files: bool = True, undated: tuple[str, ...] = (), loose_pins: bool = False) -> None:
         self.root, self.ci, self.when, self.out = root, ci, when, out
         self.use_requirement_files = requirement_files
+        self.loose_pins = loose_pins
         self.undated = undated
         self.requirement_files: list[str] = []
         self.packages: list[str] = []
@@ -539,10 +561,15 @@ class _PythonPlan:
         if self.build_requires and self.editable:
             out.install_commands.append(shlex.join(["pip", "install", *when, *self.build_requires]))
         packages = list(self.packages)
+        if self.loose_pins:
+            for rel in self.requirement_files:
+                for item in _unpinned(self.root / rel):
+                    self._add(packages, item)
+                out.note(rel, "its packages without their pins, resolved as of the date")
         if not any(_requirement_name(p) == "pytest" for p in packages):
             packages.append("pytest")
         args = ["pip", "install", *when, *packages]
-        for rel in self.requirement_files:
+        for rel in [] if self.loose_pins else self.requirement_files:
             args += ["-r", rel]
         out.requirement_files = list(self.requirement_files)
         for group in self.groups:
@@ -580,7 +607,7 @@ class _PythonPlan:
 
 def _python(root: Path, ci: CiFindings, when: datetime | None, build_system: str, plan_for: PythonPlanning) -> RepoAnalysis:
     out = RepoAnalysis(language="python", build_system=build_system, resolution_date=_instant(when))
-    plan = _PythonPlan(root, ci, when, out, plan_for.requirement_files, plan_for.undated)
+    plan = _PythonPlan(root, ci, when, out, plan_for.requirement_files, plan_for.undated, plan_for.loose_pins)
     plan.read()
     plan.build(plan_for.runtime)
     return out

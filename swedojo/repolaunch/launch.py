@@ -389,14 +389,17 @@ def _since(log: BuildLog, offset: int) -> str:
 
 def _retry(plan: PythonPlanning, analysis: RepoAnalysis, said: str) -> PythonPlanning | None:
     """The same runtime planned again after a failed attempt, from what its part of the build log
-    (`said`) says: with the requirements the index had no dated release of installed undated, else without
-    the requirement files (their pins may install a test runner too old for the interpreter);
-    None when neither is left to try."""
+    (`said`) says: with the requirements the index had no dated release of installed undated, else
+    with the requirement files' pins loosened, else without the requirement files (their pins may
+    install a test runner too old for the interpreter, or name packages that no longer exist);
+    None when none is left to try."""
     missing = [r for r in dict.fromkeys(_NO_DISTRIBUTION.findall(said)) if r not in plan.undated]
     if missing and len(plan.undated) < 5:
         return plan.model_copy(update={"undated": (*plan.undated, *missing)})
+    if plan.requirement_files and analysis.requirement_files and not plan.loose_pins:
+        return plan.model_copy(update={"loose_pins": True})
     if plan.requirement_files and analysis.requirement_files:
-        return plan.model_copy(update={"requirement_files": False, "undated": ()})
+        return plan.model_copy(update={"requirement_files": False, "loose_pins": False, "undated": ()})
     return None
 
 

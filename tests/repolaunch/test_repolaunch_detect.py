@@ -274,8 +274,9 @@ def test_tox_substitutions_do_not_reach_pip(tmp_path: Path) -> None:
 
 def test_a_retry_plan_installs_undated_requirements_first_and_can_drop_requirement_files(tmp_path: Path) -> None:
     """What a launch asks for after `No matching distribution found for atomicwrites>=1.0` (a
-    package deleted and uploaded again after the date), and after a requirement file that no
-    longer installs."""
+    package deleted and uploaded again after the date), after a requirement file whose pins do
+    not run on the interpreter (loosened: a real repo's test plugin is kept), and after one that
+    no longer installs at all."""
     from swedojo.repolaunch.detect import PythonPlanning
 
     write_tree(tmp_path, {"setup.py": "from setuptools import setup\nsetup(name='p')\n",
@@ -283,5 +284,11 @@ def test_a_retry_plan_installs_undated_requirements_first_and_can_drop_requireme
     undated = analyse(tmp_path, day("2019-01-01"), PythonPlanning(runtime="3.9", undated=("atomicwrites>=1.0",)))
     assert undated.install_commands[0] == "pip install 'atomicwrites>=1.0'"
     assert "-r requirements.txt" in undated.install_commands[-1]
+    write_tree(tmp_path, {"requirements.txt": "pytest==2.8.7  # too old for the interpreter\n-r other.txt\n"
+                                              "pytest-httpbin[extra]==0.0.7; python_version >= '3'\n"})
+    loose = analyse(tmp_path, day("2019-01-01"), PythonPlanning(runtime="3.9", loose_pins=True))
+    assert loose.install_commands[-1].startswith("pip install --uploaded-prior-to 2020-10-05T00:00:00Z pytest ")
+    assert "'pytest-httpbin[extra]; python_version >= \"3\"'" in loose.install_commands[-1]
+    assert "-r" not in loose.install_commands[-1] and "==" not in loose.install_commands[-1]
     bare = analyse(tmp_path, day("2019-01-01"), PythonPlanning(runtime="3.9", requirement_files=False))
     assert bare.requirement_files == [] and "-r" not in " ".join(bare.install_commands)
