@@ -12,7 +12,10 @@ from collections.abc import Iterable
 
 _OFFLINE = re.compile(
     r"Temporary failure in name resolution|Name or service not known|nodename nor servname|getaddrinfo failed"
-    r"|Network is unreachable|No route to host|Failed to resolve|Could not resolve host|\[Errno -[235]\]")
+    r"|Network is unreachable|No route to host|Failed to resolve|Could not resolve host|\[Errno -[235]\]"
+    r"|Failed to establish a new connection: \[Errno 1\]|socket\.py:\d+: PermissionError")
+"""A lookup or route that fails offline, or a socket the sandbox refuses to make (its syscall filter
+denies network sockets when the network is off)."""
 _SECTION = re.compile(r"^_{3,} (.+?) _{3,}$", re.MULTILINE)
 """pytest's header of one test's failure report: `____ Class.test_name ____`."""
 

@@ -137,6 +137,17 @@ def test_a_test_that_needs_the_network_is_left_out_and_named(tmp_path):
         or "name resolution" in gold.needs_network["test_calc.py::test_lookup"]
 
 
+def test_a_test_that_connects_to_an_address_is_left_out_too(tmp_path):
+    """Seen on a real task (a connect-timeout test to an unroutable address): no lookup fails, the
+    sandbox refuses the socket itself. That is the network's absence too, not the code's."""
+    env, task = _with_network_test(tmp_path, "PASS_TO_PASS")
+    task.test_patch = task.test_patch.replace('socket.getaddrinfo("swedojo-needs-a-network.invalid", 80)',
+                                              'socket.create_connection(("10.255.255.1", 80), timeout=5)')
+    gold = grade(env, task, task.patch)
+    assert gold.status == EvalStatus.RESOLVED, gold.log_tail
+    assert list(gold.needs_network) == ["test_calc.py::test_lookup"], gold.log_tail
+
+
 def test_a_task_whose_fail_to_pass_all_need_the_network_is_not_scored(tmp_path):
     env, task = _with_network_test(tmp_path, "FAIL_TO_PASS")
     task.FAIL_TO_PASS = ["test_calc.py::test_lookup"]
