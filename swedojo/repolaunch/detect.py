@@ -594,7 +594,8 @@ class _PythonPlan:
             words = command.split()
             if "unittest" in words and "-m" in words and not where:
                 self.out.note(file, f"tests run by unittest: {command}")
-                return ("python -m unittest -v" if "discover" not in words else "python -m unittest -v discover " +
+                # `discover` must be unittest's first argument
+                return ("python -m unittest -v" if "discover" not in words else "python -m unittest discover -v " +
                         " ".join(words[words.index("discover") + 1:]), "unittest")
             script = next((w for w in words if re.search(r"(^|/)run_?tests?\.py$", w)), "")
             path = posixpath.normpath(posixpath.join(where, script.removeprefix("./"))) if script else ""
