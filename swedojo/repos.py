@@ -53,10 +53,9 @@ def resolve_repo(repo: str, mirror: Path | None = None, cache_dir: Path | None =
     raise RepoNotFoundError(f"{repo}: no such repository{where}")
 
 
-def checkout_cache_dir() -> Path:
-    """Checkouts kept by content (commit and nearest tag): `$SWEDOJO_CACHE/checkouts`, else under ~/.cache."""
-    root = Path(os.environ["SWEDOJO_CACHE"]) if "SWEDOJO_CACHE" in os.environ else Path.home() / ".cache" / "swedojo"
-    return root / "checkouts"
+def cache_root() -> Path:
+    """Where what is made once is kept (checkouts, stand-in markers): `$SWEDOJO_CACHE`, else ~/.cache/swedojo."""
+    return Path(os.environ["SWEDOJO_CACHE"]) if "SWEDOJO_CACHE" in os.environ else Path.home() / ".cache" / "swedojo"
 
 
 def checkout(source: Path, commit: str, dest: Path) -> None:
@@ -79,7 +78,7 @@ def checkout(source: Path, commit: str, dest: Path) -> None:
     sha = resolved.stdout.strip()
     nearest = git_in_source("describe", "--tags", "--abbrev=0", "--match", "*[0-9]*", sha).stdout.strip()
     tagged = git_in_source("rev-parse", f"refs/tags/{nearest}").stdout.strip() if nearest else ""
-    cache = checkout_cache_dir()
+    cache = cache_root() / "checkouts"  # by content: commit and nearest tag
     entry = cache / hashlib.sha256(f"{sha}\0{nearest}\0{tagged}".encode()).hexdigest()[:24]
     cache.mkdir(parents=True, exist_ok=True)
     with open(cache / f"{entry.name}.lock", "w") as lock:

@@ -155,20 +155,20 @@ def run_instance(
     run.checkpoint(trajectory)
     if trajectory.exit_status == ExitStatus.INFRA_ERROR:
         return _infra_result(instance, policy, f"policy: {trajectory.error}".splitlines()[0], start)
-    stage("grading")
-    report = score(env, instance, trajectory, rewards, baselines=baselines) if rewards else grade(env, instance, trajectory.patch)
+    def graded(env: Environment) -> RewardReport:
+        stage("grading")
+        return score(env, instance, trajectory, rewards, baselines=baselines) if rewards \
+            else grade(env, instance, trajectory.patch)
+
+    report = graded(env)
     if report.missing_modules and not report.resolved and resolver.launch and instance.setup_commit != instance.base_commit:
         # The setup commit's environment lacks what the base's code imports (its dependencies
         # changed in between): an environment launched at the base commit has it.
         stage("launching the environment at the base commit (a dependency was missing)")
         try:
-            env = resolver.resolve(instance, instance.base_commit)
+            report = graded(resolver.resolve(instance, instance.base_commit))
         except LaunchError:
             pass  # the first report stands, naming the missing module
-        else:
-            stage("grading")
-            report = score(env, instance, trajectory, rewards, baselines=baselines) if rewards \
-                else grade(env, instance, trajectory.patch)
     return InstanceResult(
         instance_id=instance.instance_id, policy=policy.name, status=report.status, resolved=report.resolved,
         exit_status=trajectory.exit_status, error=report.error, patch=trajectory.patch, report=report,

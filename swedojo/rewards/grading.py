@@ -93,7 +93,8 @@ def grade_in_sandbox(sandbox: Sandbox, env: Environment, instance: TaskInstance,
     report.log_tail = result.log[-2000:]
     provided = patch_files(instance.patch) + test_files
     report.missing_modules = missing_modules(result, sandbox, patch_files(candidate), provided)
-    if why := environment_failure(result, env.spec, sandbox, patch_files(candidate), provided, tests):
+    if why := environment_failure(result, env.spec, sandbox, patch_files(candidate), provided, tests,
+                                  report.missing_modules):
         report.status, report.error = EvalStatus.INFRA_ERROR, why
         return report
     offline = _offline(result, tests, env) if candidate.strip() else {}

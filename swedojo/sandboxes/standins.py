@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import os
 import shlex
-from pathlib import Path
 
+from swedojo.repos import cache_root
 from swedojo.sandboxes.base import Sandbox, SandboxError
 
 MOUNT = "/opt/swedojo/standins"
@@ -38,11 +37,6 @@ class StandinError(SandboxError):
     """The stand-ins could not be installed or started."""
 
 
-def _marker_dir() -> Path:
-    root = Path(os.environ["SWEDOJO_CACHE"]) if "SWEDOJO_CACHE" in os.environ else Path.home() / ".cache" / "swedojo"
-    return root / "standins"
-
-
 def volume_for(image: str) -> str:
     """The docker volume holding the stand-ins for `image`, built on first use (needs PyPI)."""
     import docker
@@ -52,7 +46,7 @@ def volume_for(image: str) -> str:
     client = api()
     image_id = client.inspect_image(image)["Id"]
     name = "swedojo-standins-" + hashlib.sha256(f"{image_id}\0{REQUIREMENTS}".encode()).hexdigest()[:16]
-    markers = _marker_dir()
+    markers = cache_root() / "standins"
     markers.mkdir(parents=True, exist_ok=True)
     with open(markers / f"{name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)

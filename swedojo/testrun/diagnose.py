@@ -59,12 +59,14 @@ def missing_modules(run: SuiteRun, sandbox: Sandbox, changed: Iterable[str], pro
 
 
 def environment_failure(run: SuiteRun, spec: EnvSpec, sandbox: Sandbox, changed: Iterable[str],
-                        provided: Iterable[str] = (), scored: Iterable[str] = ()) -> str | None:
+                        provided: Iterable[str] = (), scored: Iterable[str] = (),
+                        missing: list[str] | None = None) -> str | None:
     """Why `run` says nothing about the code under test, with the evidence; None when it does.
 
     `sandbox`: where the run was, asked for its tracked paths only when a missing module needs
     them; `changed`: files the candidate changed; `provided`: files other patches (gold, tests) add;
-    `scored`: the test ids the caller scores (none: any test counts).
+    `scored`: the test ids the caller scores (none: any test counts); `missing`: `missing_modules`
+    of the run when the caller has it already.
     """
     changed = list(changed)
     tail = run.log.strip().splitlines()[-1:] or [f"exit {run.exit_code}, no output"]
@@ -78,8 +80,9 @@ def environment_failure(run: SuiteRun, spec: EnvSpec, sandbox: Sandbox, changed:
         errored = any(status_of(run.statuses, test) in (None, TestStatus.ERROR) for test in scored)
     else:  # collection errors, not a test's own output
         errored = not run.statuses or TestStatus.ERROR in run.statuses.values()
-    missing = missing_modules(run, sandbox, changed, provided) if errored else []
-    if missing:
+    if errored and missing is None:
+        missing = missing_modules(run, sandbox, changed, provided)
+    if errored and missing:
         return f"a dependency is missing: No module named {missing[0]!r} (not in the repository or any patch)"
     if not run.statuses and not run.timed_out and not any(_mentions(run.log, path) for path in changed):
         return f"the test command ran no test (exit {run.exit_code}): {tail[0].strip()[:300]}"
