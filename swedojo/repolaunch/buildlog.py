@@ -7,6 +7,7 @@ and cursor escapes that npm, gcc or docker print are taken out on the way in.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -15,6 +16,8 @@ import threading
 import time
 from pathlib import Path
 from typing import IO
+
+from swedojo.sandboxes.local import LocalConfinement
 
 _ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 """ANSI escape sequences: CSI (colours, cursor moves), OSC (titles, links), and two-byte ones."""
@@ -80,13 +83,18 @@ class BuildLog:
             f.seek(max(0, self.path.stat().st_size - max_bytes))
             return f.read().decode("utf-8", errors="replace").splitlines()[-lines:]
 
-    def run(self, command: str, cwd: Path, env: dict[str, str], timeout: float) -> int | None:
+    def run(self, command: str, cwd: Path, env: dict[str, str], timeout: float,
+            confinement: LocalConfinement | None = None) -> int | None:
         """Run a shell command with its output going to the log (line by line, escapes taken out);
-        the exit code, None on timeout."""
+        the exit code, None on timeout. With `confinement`, inside it (its HOME and TMPDIR)."""
         self.write(f"$ {command}\n")
         start = time.monotonic()
-        proc = subprocess.Popen(["bash", "-c", command], cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        argv = ["bash", "-c", command]
+        if confinement is not None:
+            env = env | {k: v for k, v in confinement.env().items() if k in ("HOME", "TMPDIR")}
+        with contextlib.nullcontext((argv, ())) if confinement is None else confinement.confined(argv) as (argv, fds):
+            proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, pass_fds=fds,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
         copier = threading.Thread(target=self._copy, args=(proc.stdout,), name="swedojo-buildlog", daemon=True)
         copier.start()
         try:

@@ -18,6 +18,7 @@ validates: the same test statuses prove the spec is enough to make the environme
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import tempfile
@@ -126,6 +127,7 @@ def _resolve(repo: str, commit: str, mirror: Path | None, log: BuildLog) -> tupl
 @contextmanager
 def _checkout(source: Path, sha: str, log: BuildLog) -> Iterator[Path]:
     with tempfile.TemporaryDirectory(prefix="swedojo-launch-") as tmp:
+        os.chmod(tmp, 0o755)  # install steps run as a sandbox uid (`local.BUILD_LIMITS`)
         workdir = Path(tmp) / "repo"
         try:
             checkout(source, sha, workdir)

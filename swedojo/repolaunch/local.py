@@ -7,6 +7,10 @@ Two layers, as the docker images have them (see `recipe`):
 - repo layer: `EnvSpec.rebuild_commands`, run inside each sandbox (`environment.prepare`); nothing
   is written to the shared layer.
 
+Installing runs the repository's code (its setup.py, build backends, npm scripts): each install
+step runs inside a local sandbox (`LocalConfinement` with `BUILD_LIMITS`: network on, the host
+read-only, writes only to the checkout and the layer directory, which is given back to us after).
+
 Sandboxes run as an unprivileged uid with the host read-only and a private /tmp, so the layer
 and its runtime must be readable by any user and live outside /tmp: interpreters that are
 not are skipped, and the default cache is `~/.cache/swedojo/envs` only where other users can
@@ -25,6 +29,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -50,13 +55,21 @@ from swedojo.repolaunch.recipe import (
     script,
     unsupported,
 )
+from swedojo.sandboxes.base import SandboxConfig
+from swedojo.sandboxes.local import LocalConfinement
 from swedojo.schema import EnvSpec
 
 MIN_PYTHON = (3, 9)
 """Oldest interpreter swedojo's pip can drive with `--python`."""
-_PASS_THROUGH = ("HOME", "LANG", "TMPDIR", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT", "PIP_INDEX_URL",
+_PASS_THROUGH = ("LANG", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT", "PIP_INDEX_URL",
                  "PIP_CACHE_DIR", "PIP_DEFAULT_TIMEOUT", "NODE_EXTRA_CA_CERTS", "http_proxy", "https_proxy",
                  "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY")
+
+
+BUILD_LIMITS = SandboxConfig(network=True, memory_mb=8192, pids=4096, cpus=float(os.cpu_count() or 1),
+                             disk_mb=8192)
+"""The install steps' sandbox: the network, and room for compilers and wheels (disk_mb bounds
+each file written and the private /tmp that holds pip's and npm's caches)."""
 
 
 def visible_to_sandboxes(path: Path) -> bool:
@@ -255,12 +268,18 @@ def _build(checkout: Path, env: LocalEnv, log: BuildLog, timeout: float) -> Loca
         variables = _install_env(env.language, env.root, pinned=bool(env.resolution_date))
         if env.resolution_date:
             log.write(f"resolving as of {env.resolution_date} (PyPI upload times / npm --before)\n")
-        for command in env.install_commands:
-            log.begin(f"install: {command}")
-            code = log.run(command, checkout, variables, timeout)
-            if code != 0:
-                raise InstallError(f"`{command}` {'timed out' if code is None else f'exited with {code}'}", log.path)
-        env.resolved = _finish(checkout, env, variables, log, timeout)
+        limits = BUILD_LIMITS.model_copy(update={"total_time_s": timeout})
+        confinement = LocalConfinement(limits, Path(tempfile.mkdtemp(prefix="swedojo-build-")), checkout,
+                                       writable=(env.root,))
+        try:
+            for command in env.install_commands:
+                log.begin(f"install: {command}")
+                code = log.run(command, checkout, variables, timeout, confinement)
+                if code != 0:
+                    raise InstallError(f"`{command}` {'timed out' if code is None else f'exited with {code}'}", log.path)
+            env.resolved = _finish(checkout, env, variables, log, timeout, confinement)
+        finally:
+            confinement.close()
     except BaseException:
         shutil.rmtree(env.root, ignore_errors=True)
         raise
@@ -282,12 +301,13 @@ def _python_venv(env: LocalEnv) -> None:
         path.chmod(0o755)
 
 
-def _finish(checkout: Path, env: LocalEnv, variables: dict[str, str], log: BuildLog, timeout: float) -> dict[str, str]:
+def _finish(checkout: Path, env: LocalEnv, variables: dict[str, str], log: BuildLog, timeout: float,
+            confinement: LocalConfinement) -> dict[str, str]:
     """The layer's last step (drop the project from the venv / keep node_modules); what it holds."""
     if env.language == PYTHON:
         out = env.root / "resolved.json"
         command = f"{env.root / 'venv' / 'bin' / 'python'} -I {DROP_PROJECT} {checkout.as_uri()} {out}"
-        if log.run(command, checkout, variables, timeout) != 0:
+        if log.run(command, checkout, variables, timeout, confinement) != 0:
             raise InstallError("removing the project from the dependency layer failed", log.path)
         return json.loads(out.read_text())["resolved"]
     if env.language in NODE:

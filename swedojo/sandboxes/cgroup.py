@@ -4,8 +4,8 @@ rlimits bind each process alone: four processes under a 256 MB data limit hold a
 cgroup binds them together. It needs root and a cgroup file system we may write: cgroup v2 with
 the memory and pids controllers enabled at its root (`memory.max`, `memory.swap.max`,
 `pids.max`, and `cpu.max` where the cpu controller is), else the v1 memory and pids hierarchies
-of a hybrid host (`memory.limit_in_bytes`, `memory.memsw.limit_in_bytes`, `pids.max`; no CPU
-bound). Where neither can be used the sandbox runs with rlimits only and its isolation report
+of a hybrid host (`memory.limit_in_bytes`, `memory.memsw.limit_in_bytes`, `pids.max`, and the
+CPU bandwidth `cpu.cfs_quota_us` where the cpu hierarchy is mounted). Where neither can be used the sandbox runs with rlimits only and its isolation report
 says why. `SWEDOJO_CGROUP_ROOT` names another mount point (tests use a
 missing one to see the fallback).
 """
@@ -75,6 +75,10 @@ class Cgroup:
             with contextlib.suppress(FileNotFoundError):  # absent without swap accounting
                 (self.dirs[0] / "memory.memsw.limit_in_bytes").write_text(str(memory_bytes))
             self._make(pid_root / name, {"pids.max": pids})
+            cpu = ROOT / "cpu"
+            if (cpu / "cpu.cfs_quota_us").is_file():
+                self._make(cpu / name, {"cpu.cfs_period_us": 100_000, "cpu.cfs_quota_us": int(cpus * 100_000)})
+                self.limits["cpu"] = int(cpus * 1e6)
         except BaseException:
             self.close()
             raise

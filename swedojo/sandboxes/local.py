@@ -61,6 +61,8 @@ UID_BASE = 1_000_000
 FILE_OP_TIMEOUT_S = 120.0
 """Bound on the helper processes behind read_file, write_file and diff."""
 _DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+_PACKAGE = Path(__file__).resolve().parents[1]
+"""The `swedojo` package's directory."""
 SYSTEM_PATH = os.environ.get("SWEDOJO_HELPER_PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
 """Where the helpers the harness runs as itself (prlimit, bwrap, setpriv, nsenter, chown) are
 looked up: never the caller's PATH, whose entries a sandbox may be able to write. The operator
@@ -109,83 +111,29 @@ def _uid_pids(uid: int) -> list[int]:
     return pids
 
 
-class LocalSandbox(OneOffFiles):
-    """A work tree in a temp dir and a persistent, confined bash in it.
+class LocalConfinement:
+    """What confines commands on this host for one sandbox or build step: the plan (`isolation`),
+    the cgroup, and the only directories commands may write: `workdir` (where they start) and
+    `writable`. `root`, a temp dir of our own, holds the home and tmp of the fallback without
+    bubblewrap and is removed at `close`; what the commands may write outside it is given back
+    to us then (no later sandbox's uid may own it)."""
 
-    `bubblewrap=False` skips bubblewrap even where it works (to see or test the fallback).
-    """
-
-    pooled: ClassVar[bool] = False
-    serves_standins: ClassVar[bool] = False
-
-    @classmethod
-    def create(cls, *, image: str, source: Path | None, commit: str | None, config: SandboxConfig,
-               workdir: str) -> LocalSandbox:
-        """The registry's constructor (`registry.SandboxBackend`): `image` and `workdir` do not
-        apply (the host's runtime, a work tree of its own)."""
-        if source is None or commit is None:
-            raise ValueError("the local backend needs a repository and a commit")
-        return cls(source, commit, config)
-
-    @classmethod
-    def isolation_for(cls, config: SandboxConfig) -> LocalIsolation:
-        """The registry's report (`registry.SandboxBackend`): what a sandbox made with `config`
-        would be confined by here."""
-        cgroup, why = _new_cgroup(config)
-        try:
-            return _plan(config, bubblewrap=True, cgroup=cgroup, why=why)
-        finally:
-            if cgroup is not None:
-                cgroup.close()
-
-    @classmethod
-    def plain_python(cls, spec: EnvSpec, config: SandboxConfig) -> tuple[EnvSpec, SandboxConfig]:
-        """The harness's own interpreter (which has pytest) runs the tests: first on PATH as `python`
-        and `python3`, a reachable copy of it where the sandbox user cannot see it (`interpreter`)."""
-        spec = spec.model_copy(update={"workdir": ""})  # each sandbox has its own work tree
-        needs_reach = os.getuid() == 0 and bubblewrap_problem() is not None
-        bin_dir, variables = sandbox_python(needs_reach)
-        path = os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"])
-        return spec, config.model_copy(update={"env": {"PATH": path, **variables, **config.env}})
-
-    def __init__(
-        self,
-        source: Path,
-        commit: str,
-        config: SandboxConfig | None = None,
-        *,
-        bubblewrap: bool = True,
-    ) -> None:
-        self.config = config or SandboxConfig()
-        self._root = Path(tempfile.mkdtemp(prefix="swedojo-local-"))
-        self.workdir = str(self._root / "repo")
+    def __init__(self, config: SandboxConfig, root: Path, workdir: Path, *, writable: tuple[Path, ...] = (),
+                 bubblewrap: bool = True, uncapped: str = "not a sandbox's work tree") -> None:
+        self.config = config
+        self.workdir = str(workdir)
+        self._root = root
+        self._writable = (workdir, *writable)
         self._closed = False
-        self._terminal: PersistentTerminal | None = None
-        self._transport: SubprocessTransport | None = None
         self._cgroup: Cgroup | None = None
         try:
-            checkout(source, commit, Path(self.workdir))
             self._cgroup, why = _new_cgroup(self.config)
-            self.isolation = _plan(self.config, bubblewrap, self._cgroup, why)
+            self.isolation = _plan(self.config, bubblewrap, self._cgroup, why, uncapped)
             _warn_once(self.isolation.missing)
             self._prepare_dirs()
-            self._terminal = self._first_terminal()
         except BaseException:
             self.close()
             raise
-
-    def _first_terminal(self) -> PersistentTerminal:
-        """The shell; started again (up to 3 times) when bubblewrap failed to remount a mount that
-        was coming or going on the host (a container starting or stopping): not this sandbox's fault."""
-        for _ in range(2):
-            try:
-                return PersistentTerminal(self._spawn(), self.config, reopen=self._spawn)
-            except SandboxError as exc:
-                if "Unable to apply mount flags" not in str(exc):
-                    raise
-        return PersistentTerminal(self._spawn(), self.config, reopen=self._spawn)
-
-    # -- setup -------------------------------------------------------------------------------
 
     def _prepare_dirs(self) -> None:
         """Home and tmp for the fallback (bubblewrap makes a private /tmp); all owned by the uid."""
@@ -194,9 +142,13 @@ class LocalSandbox(OneOffFiles):
                 (self._root / name).mkdir()
         uid = self.isolation.uid
         if uid != os.getuid():
-            subprocess.run([tool("chown"), "-R", f"{uid}:{uid}", str(self._root)], check=True)
+            subprocess.run([tool("chown"), "-R", f"{uid}:{uid}", str(self._root), *self._outside_root()], check=True)
 
-    def _env(self) -> dict[str, str]:
+    def _outside_root(self) -> list[str]:
+        return [str(p) for p in self._writable if self._root not in p.parents]
+
+    def env(self) -> dict[str, str]:
+        """The environment commands start with: PATH, HOME and TMPDIR they may use."""
         scratch = "/tmp" if self.isolation.bubblewrap else str(self._root / "tmp")
         home = "/tmp" if self.isolation.bubblewrap else str(self._root / "home")
         path = os.environ.get("PATH", _DEFAULT_PATH).split(os.pathsep)
@@ -207,11 +159,12 @@ class LocalSandbox(OneOffFiles):
         return env | {"LANG": "C.UTF-8", "TERM": "dumb"}
 
     def _exposed(self) -> list[str]:
-        """bwrap arguments that make the harness's Python and the PATH of `config.env` reachable:
-        where only root may enter (e.g. under /root), and under the private /tmp and /dev/shm
-        that would hide them (a checkout of the harness under /tmp, as CI may make)."""
+        """bwrap arguments that make the harness's Python, its own code (scripts an install step
+        runs) and the PATH of `config.env` reachable: where only root may enter (e.g. under
+        /root), and under the private /tmp and /dev/shm that would hide them (a checkout of the
+        harness under /tmp, as CI may make)."""
         path = self.config.env.get("PATH", "").split(os.pathsep)
-        wanted = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix)}
+        wanted = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, _PACKAGE)}
         wanted |= {os.path.realpath(p) for p in path if os.path.isdir(p)}
         private = [Path("/tmp"), Path("/dev/shm")]
         covers: set[Path] = set()
@@ -248,8 +201,8 @@ class LocalSandbox(OneOffFiles):
             argv += ["--perms", "1777", "--size", disk, "--tmpfs", "/tmp"]
             argv += ["--perms", "1777", "--size", disk, "--tmpfs", "/dev/shm"]
             argv += self._exposed()
-            argv += ["--perms", "0755", "--dir", str(self._root)]  # bwrap would make it 0700
-            argv += ["--bind", self.workdir, self.workdir, "--chdir", self.workdir]
+            argv += self._binds()
+            argv += ["--chdir", self.workdir]
             argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "sandbox"]
             argv += [] if self.config.network else ["--unshare-net"]
             argv += [] if os.getuid() == 0 else ["--unshare-user"]
@@ -260,6 +213,25 @@ class LocalSandbox(OneOffFiles):
             argv += [sys.executable, "-m", "swedojo.sandboxes.seccomp_exec", str(seccomp_fd), "--"]
         argv += self._setpriv() + command
         return argv if self._cgroup is None else self._cgroup.enter(argv, tool("sh"))
+
+    def _binds(self) -> list[str]:
+        """bwrap arguments binding the writable directories, with the directories between one and
+        the private /tmp or /dev/shm it lies under made enterable (bwrap would make them 0700)."""
+        args: list[str] = []
+        for target in self._writable:
+            private = next((p for p in (Path("/tmp"), Path("/dev/shm")) if p in target.parents), None)
+            for parent in reversed(target.parents) if private else ():
+                if private in parent.parents:
+                    args += ["--perms", "0755", "--dir", str(parent)]
+            args += ["--bind", str(target), str(target)]
+        return args
+
+    @contextlib.contextmanager
+    def confined(self, command: list[str]) -> Iterator[tuple[list[str], tuple[int, ...]]]:
+        """argv running `command` under every confinement in force here, and the descriptors
+        to pass it; valid while the context is open."""
+        with self._filter_fd() as fd:
+            yield self._confine(command, fd), () if fd is None else (fd,)
 
     def _setpriv(self) -> list[str]:
         uid = self.isolation.uid
@@ -280,14 +252,127 @@ class LocalSandbox(OneOffFiles):
         finally:
             os.close(fd)
 
+    def close(self) -> None:
+        """Kill every process the commands left, remove the cgroup and `root`; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        isolation: LocalIsolation | None = getattr(self, "isolation", None)
+        if isolation is not None and isolation.uid != os.getuid():
+            for _ in range(100):  # leftovers that left the shell's session
+                pids = _uid_pids(isolation.uid)
+                if not pids:
+                    break
+                for pid in pids:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+            if outside := self._outside_root():
+                subprocess.run([tool("chown"), "-R", f"{os.getuid()}:{os.getgid()}", *outside], check=False)
+        if self._cgroup is not None:
+            self._cgroup.close()
+        shutil.rmtree(self._root, ignore_errors=True)
+
+
+class LocalSandbox(LocalConfinement, OneOffFiles):
+    """A work tree in a temp dir and a persistent, confined bash in it.
+
+    `bubblewrap=False` skips bubblewrap even where it works (to see or test the fallback).
+    The work tree is a tmpfs of its own where we may mount one (root), sized to the checkout plus
+    `config.disk_mb`: all the commands together write no more than that into it.
+    """
+
+    pooled: ClassVar[bool] = False
+    serves_standins: ClassVar[bool] = False
+
+    @classmethod
+    def create(cls, *, image: str, source: Path | None, commit: str | None, config: SandboxConfig,
+               workdir: str) -> LocalSandbox:
+        """The registry's constructor (`registry.SandboxBackend`): `image` and `workdir` do not
+        apply (the host's runtime, a work tree of its own)."""
+        if source is None or commit is None:
+            raise ValueError("the local backend needs a repository and a commit")
+        return cls(source, commit, config)
+
+    @classmethod
+    def isolation_for(cls, config: SandboxConfig) -> LocalIsolation:
+        """The registry's report (`registry.SandboxBackend`): what a sandbox made with `config`
+        would be confined by here."""
+        cgroup, why = _new_cgroup(config)
+        try:
+            return _plan(config, bubblewrap=True, cgroup=cgroup, why=why, uncapped=_mount_problem())
+        finally:
+            if cgroup is not None:
+                cgroup.close()
+
+    @classmethod
+    def plain_python(cls, spec: EnvSpec, config: SandboxConfig) -> tuple[EnvSpec, SandboxConfig]:
+        """The harness's own interpreter (which has pytest) runs the tests: first on PATH as `python`
+        and `python3`, a reachable copy of it where the sandbox user cannot see it (`interpreter`)."""
+        spec = spec.model_copy(update={"workdir": ""})  # each sandbox has its own work tree
+        needs_reach = os.getuid() == 0 and bubblewrap_problem() is not None
+        bin_dir, variables = sandbox_python(needs_reach)
+        path = os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"])
+        return spec, config.model_copy(update={"env": {"PATH": path, **variables, **config.env}})
+
+    def __init__(
+        self,
+        source: Path,
+        commit: str,
+        config: SandboxConfig | None = None,
+        *,
+        bubblewrap: bool = True,
+    ) -> None:
+        root = Path(tempfile.mkdtemp(prefix="swedojo-local-"))
+        config = config or SandboxConfig()
+        self._terminal: PersistentTerminal | None = None
+        self._transport: SubprocessTransport | None = None
+        self._mounted = False
+        try:
+            uncapped = self._mount_work_tree(root / "repo")
+            checkout(source, commit, root / "repo")
+            if self._mounted:
+                _cap(root / "repo", config.disk_mb)
+        except BaseException:
+            self._unmount(root / "repo")
+            shutil.rmtree(root, ignore_errors=True)
+            raise
+        super().__init__(config, root, root / "repo", bubblewrap=bubblewrap, uncapped=uncapped)
+        try:
+            self._terminal = self._first_terminal()
+        except BaseException:
+            self.close()
+            raise
+
+    def _mount_work_tree(self, path: Path) -> str:
+        """A tmpfs at `path` (unbounded until `_cap`); '' when mounted, else why the work tree's
+        size is not capped here."""
+        path.mkdir()
+        if os.getuid() != 0:
+            return "not root"
+        mounted = subprocess.run([tool("mount"), "-t", "tmpfs", "-o", "mode=0755,nosuid,nodev", "tmpfs", str(path)],
+                                 capture_output=True, text=True, check=False)
+        self._mounted = mounted.returncode == 0
+        return "" if self._mounted else f"mount: {mounted.stderr.strip()}"
+
+    def _unmount(self, path: Path) -> None:
+        if self._mounted:  # lazily: a helper that has not yet gone may still hold it
+            subprocess.run([tool("umount"), "--lazy", str(path)], capture_output=True, check=False)
+            self._mounted = False
+
+    def _first_terminal(self) -> PersistentTerminal:
+        """The shell; started again (up to 3 times) when bubblewrap failed to remount a mount that
+        was coming or going on the host (a container starting or stopping): not this sandbox's fault."""
+        for _ in range(2):
+            try:
+                return PersistentTerminal(self._spawn(), self.config, reopen=self._spawn)
+            except SandboxError as exc:
+                if "Unable to apply mount flags" not in str(exc):
+                    raise
+        return PersistentTerminal(self._spawn(), self.config, reopen=self._spawn)
+
     def _spawn(self) -> SubprocessTransport:
-        with self._filter_fd() as fd:
-            self._transport = SubprocessTransport(
-                self._confine(list(SHELL_ARGV), fd),
-                env=self._env() | SHELL_ENV,
-                cwd=self.workdir,
-                pass_fds=() if fd is None else (fd,),
-            )
+        with self.confined(list(SHELL_ARGV)) as (argv, fds):
+            self._transport = SubprocessTransport(argv, env=self.env() | SHELL_ENV, cwd=self.workdir, pass_fds=fds)
         return self._transport
 
     def _run(
@@ -314,7 +399,7 @@ class LocalSandbox(OneOffFiles):
                     argv,
                     input=data,
                     capture_output=True,
-                    env=self._env() | {"PATH": _DEFAULT_PATH},
+                    env=self.env() | {"PATH": _DEFAULT_PATH},
                     cwd=self.workdir,
                     pass_fds=() if fd is None else (fd,),
                     timeout=FILE_OP_TIMEOUT_S,
@@ -338,21 +423,10 @@ class LocalSandbox(OneOffFiles):
     def close(self) -> None:
         if self._closed:
             return
-        self._closed = True
         if self._terminal is not None:
             self._terminal.close()
-        isolation: LocalIsolation | None = getattr(self, "isolation", None)
-        if isolation is not None and isolation.uid != os.getuid():
-            for _ in range(100):  # leftovers that left the shell's session
-                pids = _uid_pids(isolation.uid)
-                if not pids:
-                    break
-                for pid in pids:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, signal.SIGKILL)
-        if self._cgroup is not None:
-            self._cgroup.close()
-        shutil.rmtree(self._root, ignore_errors=True)
+        self._unmount(Path(self.workdir))
+        super().close()
 
     def __enter__(self) -> Self:
         return self
@@ -382,8 +456,31 @@ def _new_cgroup(config: SandboxConfig) -> tuple[Cgroup | None, str]:
         return None, str(exc)
 
 
-def _plan(config: SandboxConfig, bubblewrap: bool, cgroup: Cgroup | None, why: str) -> LocalIsolation:
-    """What can be put in force here for `config`, with `cgroup` (or `why` there is none)."""
+@functools.cache
+def _mount_problem() -> str:
+    """'' when we may mount a tmpfs for a work tree here, else why not."""
+    if os.getuid() != 0:
+        return "not root"
+    with tempfile.TemporaryDirectory(prefix="swedojo-mount-") as tmp:
+        mounted = subprocess.run([tool("mount"), "-t", "tmpfs", "tmpfs", tmp], capture_output=True, text=True, check=False)
+        if mounted.returncode != 0:
+            return f"mount: {mounted.stderr.strip()}"
+        subprocess.run([tool("umount"), tmp], check=True)
+    return ""
+
+
+def _cap(path: Path, disk_mb: int) -> None:
+    """Bound the tmpfs at `path` to what it holds now plus `disk_mb`."""
+    stat = os.statvfs(path)
+    used = (stat.f_blocks - stat.f_bfree) * stat.f_frsize
+    size = f"size={(used >> 20) + disk_mb}m"
+    subprocess.run([tool("mount"), "-o", f"remount,{size}", str(path)], capture_output=True, check=True)
+
+
+def _plan(config: SandboxConfig, bubblewrap: bool, cgroup: Cgroup | None, why: str,
+          uncapped: str = "") -> LocalIsolation:
+    """What can be put in force here for `config`, with `cgroup` (or `why` there is none) and a
+    capped work tree (or `uncapped` says why not)."""
     missing: list[str] = []
     root = os.getuid() == 0
     uid = UID_BASE + secrets.randbelow(1 << 20) if root else os.getuid()
@@ -411,7 +508,8 @@ def _plan(config: SandboxConfig, bubblewrap: bool, cgroup: Cgroup | None, why: s
                        "not for the sandbox's processes together")
     elif "cpu" not in limits:
         missing.append("no cpu controller in the sandbox's cgroup: CPU time is limited per process (rlimits)")
-    missing.append("the work tree's total size is not capped (each file is, by the fsize rlimit)")
+    if uncapped:
+        missing.append(f"the work tree's total size is not capped ({uncapped}): each file is, by the fsize rlimit")
     if config.network:
         missing.append("network on: commands share the host's network namespace (its loopback and sockets)")
     namespaces = ["mount", "pid", "ipc", "uts"] + ([] if config.network else ["net"])
@@ -425,6 +523,7 @@ def _plan(config: SandboxConfig, bubblewrap: bool, cgroup: Cgroup | None, why: s
         network=config.network,
         rlimits=rlimits,
         cgroup=limits,
-        disk_mb={"/tmp": config.disk_mb, "/dev/shm": config.disk_mb} if problem is None else {},
+        disk_mb=({"/tmp": config.disk_mb, "/dev/shm": config.disk_mb} if problem is None else {})
+        | ({} if uncapped else {"work tree (beyond the checkout)": config.disk_mb}),
         missing=missing,
     )

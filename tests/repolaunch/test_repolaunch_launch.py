@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
+import shutil
+import tempfile
 import time
 from pathlib import Path
 
@@ -233,3 +236,31 @@ def test_unknown_backends_are_refused_before_anything_is_built(launched: dict, t
     with pytest.raises(UnsupportedBackendError):
         rebuild(launched["spec"].model_copy(update={"backend": "podman"}), tmp_path / "again")
     assert not (tmp_path / "out").exists()
+
+
+SETUP_PROBE = """import os, pathlib, sys
+target = pathlib.Path({target!r}) / "from-setup.py"
+try:
+    target.write_text("the repository's setup.py wrote here")
+    wrote = "wrote"
+except OSError as exc:
+    wrote = type(exc).__name__
+sys.exit(f"PROBE uid={{os.getuid()}} write={{wrote}}")
+"""
+
+
+def test_install_steps_run_inside_the_local_sandbox(make_repo, tmp_path: Path, env_cache: Path) -> None:
+    """Seen in an adversarial review: a local launch ran the repository's setup.py on the host as
+    root (it wrote to /root). Install steps now run as a sandbox uid under a read-only host."""
+    target = Path(tempfile.mkdtemp(prefix="swedojo-host-", dir="/var/tmp"))  # outside every private mount
+    target.chmod(0o755)
+    try:
+        repo = make_repo("hostile", {"setup.py": SETUP_PROBE.format(target=str(target)), "test_x.py": ""})
+        with pytest.raises(InstallError) as caught:
+            launch(str(repo), tmp_path / "out", cache_dir=env_cache / "envs")
+        probes = re.findall(r"PROBE uid=(\d+) write=(\w+)", caught.value.log_path.read_text())
+        assert probes, "the setup.py never ran"
+        assert all(int(uid) != 0 and wrote != "wrote" for uid, wrote in probes), probes
+        assert not (target / "from-setup.py").exists()
+    finally:
+        shutil.rmtree(target)

@@ -166,6 +166,22 @@ def _parse_probe(output: str) -> dict[str, tuple[int, ...]]:
     return rows
 
 
+@pytest.fixture(params=BACKENDS)
+def sandbox_factory(request: pytest.FixtureRequest, git_repo: Path) -> Iterator[Callable[[SandboxConfig], Sandbox]]:
+    """Makes sandboxes of one backend on `git_repo` with a config of the test's; closes them after."""
+    made: list[Sandbox] = []
+
+    def make(config: SandboxConfig) -> Sandbox:
+        made.append(make_sandbox(request.param, git_repo, config))
+        return made[-1]
+
+    try:
+        yield make
+    finally:
+        for box in made:
+            box.close()
+
+
 @pytest.fixture(scope="session")
 def parse_probe() -> Callable[[str], dict[str, tuple[int, ...]]]:
     """Reads the probe's output: {check name: (rc, errno[, mode])}, rc -1 when denied."""

@@ -469,3 +469,46 @@ def test_processes_together_cannot_exceed_the_memory_limit(sandbox: Sandbox, esc
     holding = int(result.output.split("holding")[-1].split()[0])
     assert holding * 200 < escape_config.memory_mb, result.output
     assert sandbox.exec("echo alive").output == "alive\n"
+
+
+def test_files_together_cannot_exceed_the_work_trees_cap(sandbox: Sandbox, escape_config: SandboxConfig) -> None:
+    """Seen in an adversarial review: 251 MB written to a local work tree under a 64 MB disk limit,
+    each file under the per-file bound. The work tree's size is bounded as a whole."""
+    isolation = getattr(sandbox, "isolation", None)
+    if isolation is not None and not any(place.startswith("work tree") for place in isolation.disk_mb):
+        pytest.skip(f"the work tree cannot be capped here: {isolation.missing}")
+    cap = escape_config.disk_mb << 20
+    part = cap * 3 // 4  # each file within the per-file bound
+    written = sandbox.exec(
+        f"for i in 1 2 3 4; do head -c {part} /dev/zero > fill$i.bin; done; du -cb fill*.bin | tail -1", timeout=120
+    )
+    total = int(written.output.split()[-2])
+    assert total <= cap, written.output
+    sandbox.exec("rm -f fill*.bin")
+    assert sandbox.exec("echo alive").output == "alive\n"
+
+
+SPINNERS = """python3 - <<'EOF'
+import os, subprocess, time
+start = time.monotonic()
+spin = "import time\\nt = time.monotonic()\\nwhile time.monotonic() - t < 3: pass"
+for p in [subprocess.Popen(["python3", "-c", spin]) for _ in range(2)]:
+    p.wait()
+times = os.times()
+print("cpu", times.children_user + times.children_system, "wall", time.monotonic() - start)
+EOF"""
+"""Two processes that spin for 3 s each: the CPU time they got, and the wall time they took."""
+
+
+def test_processes_together_get_no_more_than_the_cpu_share(sandbox_factory: Callable[[SandboxConfig], Sandbox],
+                                                           escape_config: SandboxConfig) -> None:
+    """Seen in an adversarial review: the local backend bound CPU seconds per process, not the
+    share of all the sandbox's processes together."""
+    sandbox = sandbox_factory(escape_config.model_copy(update={"cpus": 0.5}))
+    isolation = getattr(sandbox, "isolation", None)
+    if isolation is not None and "cpu" not in isolation.cgroup:
+        pytest.skip(f"no cgroup cpu controller here: {isolation.missing}")
+    result = sandbox.exec(SPINNERS, timeout=60)
+    words = result.output.split()
+    cpu, wall = float(words[words.index("cpu") + 1]), float(words[words.index("wall") + 1])
+    assert cpu <= 0.5 * wall * 1.25 + 0.2, result.output  # unbounded: up to 2 CPUs, 6 s here
