@@ -430,6 +430,38 @@ def test_a_name_swapped_for_a_device_link_is_never_followed_to_it(sandbox: Sandb
     assert sandbox.read_file("link") == b"X = 3\n" and sandbox.exec("cat pkg/mod.py").output == "X = 3\n"
 
 
+FIFO_FLIPPER = r"""mkfifo pipe && (while [ ! -e stop ]; do cat pipe >> drained; done) >/dev/null 2>&1 &
+python3 -c 'import os, time
+deadline = time.monotonic() + 300
+while not os.path.exists("stop") and time.monotonic() < deadline:
+    os.symlink("pipe", "flip.new")
+    os.replace("flip.new", "flip")
+    with open("flip.new", "w") as f: f.write("regular\n")
+    os.replace("flip.new", "flip")' >/dev/null 2>&1 &
+sleep 0.5; echo flipping"""
+"""Swaps `flip` between a regular file and a symlink to a FIFO whose reader keeps what it gets in `drained`."""
+
+
+def test_a_name_swapped_for_a_fifo_link_is_never_written_through(sandbox: Sandbox) -> None:
+    """The write side of the swapped name: however the name changes between the helper's look and
+    its open, the data goes to the regular file or nowhere, never into the FIFO behind the link."""
+    assert sandbox.exec(FIFO_FLIPPER).output.strip().endswith("flipping")
+    outcomes: set[str] = set()
+    try:  # until a write went through at least once (a busy machine may hold one state long)
+        for attempt in range(600):
+            try:
+                sandbox.write_file("flip", b"PAYLOAD\n")
+                outcomes.add("written")
+            except OSError as exc:
+                outcomes.add(exc.strerror or "")
+            if attempt >= 60 and "written" in outcomes:
+                break
+    finally:
+        sandbox.exec("touch stop; : > pipe & wait")
+    assert "written" in outcomes and outcomes <= {"written", "Not a regular file (a FIFO, socket or device)"}, outcomes
+    assert "PAYLOAD" not in sandbox.exec("cat drained 2>/dev/null; echo end").output
+
+
 HOLDERS = r"""python3 - <<'EOF'
 import os, select, signal, struct
 r, w = os.pipe()
