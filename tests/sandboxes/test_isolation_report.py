@@ -39,6 +39,10 @@ def test_the_report_lists_what_is_enforced_and_what_is_missing(name: str) -> Non
     if iso.cgroup:
         assert "  cgroup limits: " in report
     assert missing_lines(report) == (iso.missing or ["nothing"])
+    # the CPU share and the work tree's size: bounded as a whole, or said plainly that they are not
+    assert "cpu" in iso.cgroup or any("CPU time is limited per process" in line for line in iso.missing), iso
+    assert any(place.startswith("work tree") for place in iso.disk_mb) or any(
+        "work tree's total size is not capped" in line for line in iso.missing), iso
     if name == "local" and bubblewrap_problem() is None:
         assert set(iso.namespaces) == {"mount", "pid", "ipc", "uts", "net"} and iso.read_only_root and iso.seccomp
         assert iso.rlimits["nproc"] > 0 and "  namespaces: mount, pid, ipc, uts, net\n" in report
