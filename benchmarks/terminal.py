@@ -2,7 +2,8 @@
 
 - Round trip of a trivial command (`true`): the local terminal, the docker terminal (one attached
   exec), and a fresh `docker exec` per command (docker SDK `exec_run`) on the same container.
-- Sandbox start from a built image: cold (create + start + shell) and from the warm pool.
+- Sandbox start from a built image: cold (create + start + shell) and from the warm pool; a
+  local sandbox's start (checkout, cgroup, work tree, confined shell) and close.
 
 Needs a Docker Engine and the locally made images (`make docker-up`). The last line is
 `RESULT key=value ...`.
@@ -62,6 +63,8 @@ def main() -> None:
         source, commit = tiny_repo(Path(tmp))
         with open_sandbox("local", source=source, commit=commit) as local:
             local_ms = timings_ms(lambda: local.exec("true"), TERMINAL_RUNS)
+        local_start_ms = timings_ms(lambda: open_sandbox("local", source=source, commit=commit).close(), START_RUNS,
+                                    warmup=1)
 
         with DockerSandbox(IMAGE, source, commit) as sandbox:
             docker_ms = timings_ms(lambda: sandbox.exec("true"), TERMINAL_RUNS)
@@ -91,6 +94,7 @@ def main() -> None:
         ("local terminal", local_ms),
         ("docker terminal", docker_ms),
         ("docker exec_run per command", exec_run_ms),
+        ("local sandbox start + close", local_start_ms),
         ("sandbox start, cold", cold_ms),
         ("sandbox start, warm pool", warm_ms),
         ("sandbox start, warm pool + repo copy", warm_repo_ms),
@@ -107,6 +111,7 @@ def main() -> None:
     print(
         "RESULT"
         f" local_p50_ms={pct(local_ms, 0.5):.3f} local_p99_ms={pct(local_ms, 0.99):.3f}"
+        f" local_start_ms={pct(local_start_ms, 0.5):.0f}"
         f" docker_p50_ms={pct(docker_ms, 0.5):.3f} docker_p99_ms={pct(docker_ms, 0.99):.3f}"
         f" exec_run_p50_ms={pct(exec_run_ms, 0.5):.1f} docker_speedup={speedup:.1f}"
         f" cold_start_ms={pct(cold_ms, 0.5):.0f} warm_start_ms={pct(warm_ms, 0.5):.1f}"
