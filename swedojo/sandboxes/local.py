@@ -44,6 +44,7 @@ from swedojo.sandboxes.base import (
     SandboxError,
 )
 from swedojo.sandboxes.cgroup import Cgroup
+from swedojo.sandboxes.hosttools import installed, tool
 from swedojo.sandboxes.interpreter import reachable, sandbox_python
 from swedojo.sandboxes.seccomp import SeccompUnavailableError, bpf_fd, compile_bpf
 from swedojo.sandboxes.terminal import (
@@ -61,19 +62,6 @@ UID_BASE = 1_000_000
 FILE_OP_TIMEOUT_S = 120.0
 """Bound on the helper processes behind read_file, write_file and diff."""
 _DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
-SYSTEM_PATH = os.environ.get("SWEDOJO_HELPER_PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
-"""Where the helpers the harness runs as itself (prlimit, bwrap, setpriv, nsenter, chown) are
-looked up: never the caller's PATH, whose entries a sandbox may be able to write. The operator
-may name other directories in `SWEDOJO_HELPER_PATH` (tests hide bwrap that way)."""
-
-
-@functools.cache
-def tool(name: str) -> str:
-    """The absolute path of helper `name` on `SYSTEM_PATH`; SandboxError when it is missing."""
-    found = shutil.which(name, path=SYSTEM_PATH)
-    if found is None:
-        raise SandboxError(f"{name} is not installed in {SYSTEM_PATH} (scripts/system_deps.sh installs it)")
-    return found
 
 
 class LocalIsolation(Isolation):
@@ -86,7 +74,7 @@ class LocalIsolation(Isolation):
 @functools.cache
 def bubblewrap_problem() -> str | None:
     """None when bubblewrap can make the namespaces here; otherwise why not."""
-    if shutil.which("bwrap", path=SYSTEM_PATH) is None:
+    if not installed("bwrap"):
         return "bubblewrap (bwrap) is not installed"
     argv = [tool("bwrap"), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     argv += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"]
