@@ -80,6 +80,9 @@ class Isolation(BaseModel):
     """Uid the commands run as (0: root)."""
     network: bool = False
     """Commands can reach the network."""
+    masked_sockets: list[str] = Field(default_factory=list)
+    """The host's Unix sockets bound at a path that the sandbox's view of the host's files would
+    show, each covered so that nothing connects to them (those bound when this was reported)."""
     rlimits: dict[str, int] = Field(default_factory=dict)
     """Limits of each process (prlimit names): nproc, data, fsize, cpu, core."""
     cgroup: dict[str, int] = Field(default_factory=dict)

@@ -4,7 +4,8 @@ The shell is started as
 `prlimit (rlimits) -- bwrap (namespaces, read-only host, seccomp) -- setpriv (own uid) -- bash`:
 - bubblewrap: private pid/ipc/uts namespaces, and net unless `config.network`; the host's file
   system read-only (`--ro-bind / /`) but for the work tree, a size-capped private /tmp and
-  /dev/shm; `--die-with-parent`, `--new-session`; the seccomp filter loaded right before exec.
+  /dev/shm; the host's Unix sockets bound at a path covered (`hostnet.bound_sockets`);
+  `--die-with-parent`, `--new-session`; the seccomp filter loaded right before exec.
 - an unprivileged uid of its own when we are root (RLIMIT_NPROC does not bind root, so a fork
   bomb is contained only for another uid; the uid also keeps host files at their permissions).
   Host PATH entries only root may enter (~root/...) are left out; where the harness's Python,
@@ -44,6 +45,7 @@ from swedojo.sandboxes.base import (
     SandboxError,
 )
 from swedojo.sandboxes.cgroup import Cgroup
+from swedojo.sandboxes.hostnet import bound_sockets
 from swedojo.sandboxes.hosttools import installed, tool
 from swedojo.sandboxes.interpreter import reachable, sandbox_python
 from swedojo.sandboxes.seccomp import SeccompUnavailableError, bpf_fd, compile_bpf
@@ -62,6 +64,8 @@ UID_BASE = 1_000_000
 FILE_OP_TIMEOUT_S = 120.0
 """Bound on the helper processes behind read_file, write_file and diff."""
 _DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
+_AFRESH = ["/tmp", "/dev"]
+"""Where bubblewrap gives the sandbox file systems of its own instead of the host's."""
 
 
 class LocalIsolation(Isolation):
@@ -164,12 +168,13 @@ class LocalSandbox(OneOffFiles):
 
     def _first_terminal(self) -> PersistentTerminal:
         """The shell; started again (up to 3 times) when bubblewrap failed to remount a mount that
-        was coming or going on the host (a container starting or stopping): not this sandbox's fault."""
+        was coming or going on the host (a container starting or stopping), or to cover a socket
+        file removed since it was listed: not this sandbox's fault."""
         for _ in range(2):
             try:
                 return PersistentTerminal(self._spawn(), self.config, reopen=self._spawn)
             except SandboxError as exc:
-                if "Unable to apply mount flags" not in str(exc):
+                if not any(race in str(exc) for race in ("Unable to apply mount flags", "Can't create file at")):
                     raise
         return PersistentTerminal(self._spawn(), self.config, reopen=self._spawn)
 
@@ -238,6 +243,8 @@ class LocalSandbox(OneOffFiles):
             argv += self._exposed()
             argv += ["--perms", "0755", "--dir", str(self._root)]  # bwrap would make it 0700
             argv += ["--bind", self.workdir, self.workdir, "--chdir", self.workdir]
+            for socket_file in bound_sockets(self.isolation.uid, [*_AFRESH, str(self._root)]):
+                argv += ["--ro-bind", "/dev/null", socket_file]  # last: no bind above uncovers it
             argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "sandbox"]
             argv += [] if self.config.network else ["--unshare-net"]
             argv += [] if os.getuid() == 0 else ["--unshare-user"]
@@ -379,7 +386,8 @@ def _plan(config: SandboxConfig, bubblewrap: bool, cgroup: Cgroup | None, why: s
         missing.append("not root: commands run as the calling user, sharing its process limit")
     problem = bubblewrap_problem() if bubblewrap else "bubblewrap not used (bubblewrap=False)"
     if problem:
-        missing.append(f"{problem}: no namespaces, the host file system is protected only by uid")
+        missing.append(f"{problem}: no namespaces, the host file system (and the Unix sockets bound in it) "
+                       "is protected only by uid")
     try:
         compile_bpf(config.network)
         seccomp = True
@@ -411,6 +419,7 @@ def _plan(config: SandboxConfig, bubblewrap: bool, cgroup: Cgroup | None, why: s
         seccomp=seccomp,
         uid=uid,
         network=config.network,
+        masked_sockets=[] if problem else bound_sockets(uid, _AFRESH),
         rlimits=rlimits,
         cgroup=limits,
         disk_mb={"/tmp": config.disk_mb, "/dev/shm": config.disk_mb} if problem is None else {},
