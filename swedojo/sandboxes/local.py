@@ -1,11 +1,15 @@
 """The `local` backend: a checkout in a temp dir and a hardened persistent terminal on the host.
 
 The shell is started as
-`prlimit (rlimits) -- bwrap (namespaces, read-only host, seccomp) -- setpriv (own uid) -- bash`:
-- bubblewrap: private pid/ipc/uts namespaces, and net unless `config.network`; the host's file
-  system read-only (`--ro-bind / /`) but for the work tree, a size-capped private /tmp and
-  /dev/shm; the host's Unix sockets bound at a path covered (`hostnet.bound_sockets`);
-  `--die-with-parent`, `--new-session`; the seccomp filter loaded right before exec.
+`prlimit (rlimits) -- bwrap (namespaces, read-only host, seccomp) -- setpriv (own uid) -- bash`,
+after `nsenter --net` into its private network when the network is on:
+- bubblewrap: private pid/ipc/uts/net namespaces; the host's file system read-only
+  (`--ro-bind / /`) but for the work tree, a size-capped private /tmp and /dev/shm; the host's
+  Unix sockets bound at a path covered (`hostnet.bound_sockets`); `--die-with-parent`,
+  `--new-session`; the seccomp filter loaded right before exec.
+- the network on (`config.network`), as root: a network namespace of the sandbox's own whose only
+  way out is user-mode NAT, out of reach of the host's loopback and addresses
+  (`hostnet.PrivateNetwork`), entered by every command; without slirp4netns, the host's.
 - an unprivileged uid of its own when we are root (RLIMIT_NPROC does not bind root, so a fork
   bomb is contained only for another uid; the uid also keeps host files at their permissions).
   Host PATH entries only root may enter (~root/...) are left out; where the harness's Python,
@@ -15,7 +19,8 @@ The shell is started as
 - as root, a cgroup of its own (`sandboxes/cgroup.py`): memory and pids of all its processes
   together (and CPU time where the cpu controller is there); where none can be made, rlimits only.
 Without bubblewrap (or when it cannot make namespaces here) the filter is loaded by
-`seccomp_exec` and only uid, rlimits and seccomp remain; `isolation` says what is in force.
+`seccomp_exec` and only uid, rlimits and seccomp remain (the network on: the host's namespace);
+`isolation` says what is in force.
 Not bounded here: the total size of files in the work tree (each file is, by RLIMIT_FSIZE).
 """
 
@@ -45,7 +50,12 @@ from swedojo.sandboxes.base import (
     SandboxError,
 )
 from swedojo.sandboxes.cgroup import Cgroup
-from swedojo.sandboxes.hostnet import bound_sockets
+from swedojo.sandboxes.hostnet import (
+    PrivateNetwork,
+    bound_sockets,
+    nat_problem,
+    resolv_conf,
+)
 from swedojo.sandboxes.hosttools import installed, tool
 from swedojo.sandboxes.interpreter import reachable, sandbox_python
 from swedojo.sandboxes.seccomp import SeccompUnavailableError, bpf_fd, compile_bpf
@@ -66,6 +76,8 @@ FILE_OP_TIMEOUT_S = 120.0
 _DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 _AFRESH = ["/tmp", "/dev"]
 """Where bubblewrap gives the sandbox file systems of its own instead of the host's."""
+NAT = "user-mode NAT (slirp4netns), the host's loopback and addresses out of reach"
+"""`Isolation.network_via` of a sandbox in a `PrivateNetwork`."""
 
 
 class LocalIsolation(Isolation):
@@ -155,12 +167,16 @@ class LocalSandbox(OneOffFiles):
         self._terminal: PersistentTerminal | None = None
         self._transport: SubprocessTransport | None = None
         self._cgroup: Cgroup | None = None
+        self._network: PrivateNetwork | None = None
         try:
             checkout(source, commit, Path(self.workdir))
             self._cgroup, why = _new_cgroup(self.config)
             self.isolation = _plan(self.config, bubblewrap, self._cgroup, why)
             _warn_once(self.isolation.missing)
             self._prepare_dirs()
+            if self.isolation.network_via:
+                self._network = PrivateNetwork()
+                resolv_conf(self._root / "resolv.conf")
             self._terminal = self._first_terminal()
         except BaseException:
             self.close()
@@ -245,8 +261,10 @@ class LocalSandbox(OneOffFiles):
             argv += ["--bind", self.workdir, self.workdir, "--chdir", self.workdir]
             for socket_file in bound_sockets(self.isolation.uid, [*_AFRESH, str(self._root)]):
                 argv += ["--ro-bind", "/dev/null", socket_file]  # last: no bind above uncovers it
+            if self._network is not None and os.path.exists("/etc/resolv.conf"):
+                argv += ["--ro-bind", str(self._root / "resolv.conf"), "/etc/resolv.conf"]
             argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "sandbox"]
-            argv += [] if self.config.network else ["--unshare-net"]
+            argv += [] if self.config.network else ["--unshare-net"]  # on: the private network's, or the host's
             argv += [] if os.getuid() == 0 else ["--unshare-user"]
             argv += ["--die-with-parent", "--new-session"]
             argv += [] if seccomp_fd is None else ["--seccomp", str(seccomp_fd)]
@@ -254,6 +272,7 @@ class LocalSandbox(OneOffFiles):
         elif seccomp_fd is not None:
             argv += [sys.executable, "-m", "swedojo.sandboxes.seccomp_exec", str(seccomp_fd), "--"]
         argv += self._setpriv() + command
+        argv = argv if self._network is None else self._network.enter(argv)
         return argv if self._cgroup is None else self._cgroup.enter(argv, tool("sh"))
 
     def _setpriv(self) -> list[str]:
@@ -347,6 +366,8 @@ class LocalSandbox(OneOffFiles):
                         os.kill(pid, signal.SIGKILL)
         if self._cgroup is not None:
             self._cgroup.close()
+        if self._network is not None:
+            self._network.close()
         shutil.rmtree(self._root, ignore_errors=True)
 
     def __enter__(self) -> Self:
@@ -408,9 +429,11 @@ def _plan(config: SandboxConfig, bubblewrap: bool, cgroup: Cgroup | None, why: s
     elif "cpu" not in limits:
         missing.append("no cpu controller in the sandbox's cgroup: CPU time is limited per process (rlimits)")
     missing.append("the work tree's total size is not capped (each file is, by the fsize rlimit)")
-    if config.network:
-        missing.append("network on: commands share the host's network namespace (its loopback and sockets)")
-    namespaces = ["mount", "pid", "ipc", "uts"] + ([] if config.network else ["net"])
+    on_host_network = ("no bubblewrap" if problem else nat_problem()) if config.network else None
+    if on_host_network:  # why commands with the network on use the host's network namespace
+        missing.append("network on: commands share the host's network namespace (its loopback, its other "
+                       f"addresses, its abstract Unix sockets): {on_host_network}")
+    namespaces = ["mount", "pid", "ipc", "uts"] + ([] if on_host_network else ["net"])
     return LocalIsolation(
         backend="local",
         bubblewrap=problem is None,
@@ -419,6 +442,7 @@ def _plan(config: SandboxConfig, bubblewrap: bool, cgroup: Cgroup | None, why: s
         seccomp=seccomp,
         uid=uid,
         network=config.network,
+        network_via=NAT if config.network and not on_host_network else "",
         masked_sockets=[] if problem else bound_sockets(uid, _AFRESH),
         rlimits=rlimits,
         cgroup=limits,
