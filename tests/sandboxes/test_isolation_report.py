@@ -50,6 +50,8 @@ def test_the_report_lists_what_is_enforced_and_what_is_missing(name: str) -> Non
     if name == "local" and bubblewrap_problem() is None and nat_problem() is None:
         assert opened.network_via.startswith("user-mode NAT (slirp4netns)")
         assert not any("network" in line for line in opened.missing), opened.missing
+    if name == "docker":
+        assert any("the bridge's gateway is the host" in line for line in opened.missing), opened.missing
 
 
 @pytest.mark.skipif(os.geteuid() != 0 or bubblewrap_problem() is not None,

@@ -127,7 +127,7 @@ def test_the_hosts_loopback_is_out_of_reach_with_the_network_on(name: str, git_r
 
 
 DOCKER_BRIDGE_REACHES_THE_HOST = pytest.mark.xfail(
-    strict=True, reason="docker's bridge gateway is the host (not fixed here)")
+    strict=True, reason="docker's bridge gateway is the host: its isolation report says so (not fixed here)")
 
 
 @pytest.mark.parametrize("tcp_on", ["0.0.0.0"], indirect=True)
