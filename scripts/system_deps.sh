@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # System packages the sandboxes need (Debian): bubblewrap for the local backend's namespaces,
-# libseccomp2 for its seccomp filter, util-linux for prlimit/setpriv/nsenter; procps, gcc and
+# libseccomp2 for its seccomp filter, util-linux for prlimit/setpriv/nsenter/unshare,
+# slirp4netns and iproute2 for its private network when the network is on; procps, gcc and
 # libc6-dev (a static escape probe) for the sandbox tests.
 # Idempotent: installs only what is missing (one `apt-get update` at most). Elsewhere, or without
 # root, it prints what is missing and exits 0: the local backend then says what isolation it lacks.
 set -euo pipefail
 
-packages=(bubblewrap libseccomp2 util-linux procps gcc libc6-dev)
+packages=(bubblewrap libseccomp2 util-linux slirp4netns iproute2 procps gcc libc6-dev)
 
 have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 

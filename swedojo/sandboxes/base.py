@@ -71,7 +71,7 @@ class Isolation(BaseModel):
     backend: str
     """The backend's registered name."""
     namespaces: list[str] = Field(default_factory=list)
-    """Private namespaces: mount, pid, ipc, uts, net (net only while the network is off)."""
+    """Private namespaces: mount, pid, ipc, uts, net (net: the network off, or on through `network_via`)."""
     read_only_root: bool = False
     """The root file system is read-only but for the work tree and a private /tmp."""
     seccomp: bool = False
@@ -80,6 +80,12 @@ class Isolation(BaseModel):
     """Uid the commands run as (0: root)."""
     network: bool = False
     """Commands can reach the network."""
+    network_via: str = ""
+    """With the network on, what carries it out of the sandbox's own network namespace (user-mode
+    NAT, the engine's bridge); empty when commands use the host's namespace itself."""
+    masked_sockets: list[str] = Field(default_factory=list)
+    """The host's Unix sockets bound at a path that the sandbox's view of the host's files would
+    show, each covered so that nothing connects to them (those bound when this was reported)."""
     rlimits: dict[str, int] = Field(default_factory=dict)
     """Limits of each process (prlimit names): nproc, data, fsize, cpu, core."""
     cgroup: dict[str, int] = Field(default_factory=dict)

@@ -171,7 +171,9 @@ def _report(iso: Isolation) -> str:
         "read-only root file system (but the work tree and a private /tmp)" if iso.read_only_root else "",
         "seccomp syscall filter" if iso.seccomp else "",
         f"uid {iso.uid}" + (", no capabilities" if iso.uid else " (root)"),
-        "network: on" if iso.network else "network: off",
+        ("network: off" if not iso.network else f"network: on, through {iso.network_via}" if iso.network_via
+         else "network: on, in the host's network namespace"),
+        f"host Unix sockets covered: {', '.join(iso.masked_sockets)}" if iso.masked_sockets else "",
         f"per-process limits: {', '.join(f'{k}={v}' for k, v in iso.rlimits.items())}" if iso.rlimits else "",
         f"cgroup limits: {', '.join(f'{k}={v}' for k, v in iso.cgroup.items())}" if iso.cgroup else "",
         f"size caps: {', '.join(f'{k}={v} MiB' for k, v in iso.disk_mb.items())}" if iso.disk_mb else "",

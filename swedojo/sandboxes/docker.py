@@ -745,13 +745,17 @@ class DockerSandbox(OneOffFiles):
         seccomp = any(option.startswith("name=seccomp") for option in info.get("SecurityOptions") or ())
         if not seccomp:
             missing.append("the engine has no seccomp support: no syscall filter")
+        if config.network:
+            missing.append("network on: the bridge's gateway is the host, so a service it serves on all its "
+                           "addresses is reachable at any of them (its loopback is not)")
         return Isolation(
             backend="docker",
-            namespaces=["mount", "pid", "ipc", "uts"] + ([] if config.network else ["net"]),
+            namespaces=["mount", "pid", "ipc", "uts", "net"],
             read_only_root=True,
             seccomp=seccomp,
             uid=int(SANDBOX_USER.split(":")[0]),
             network=config.network,
+            network_via="the engine's bridge (NAT)" if config.network else "",
             cgroup=cgroup,
             disk_mb={"/tmp": config.disk_mb, "work tree": config.disk_mb},
             missing=missing,

@@ -1,10 +1,15 @@
 """The `local` backend: a checkout in a temp dir and a hardened persistent terminal on the host.
 
 The shell is started as
-`prlimit (rlimits) -- bwrap (namespaces, read-only host, seccomp) -- setpriv (own uid) -- bash`:
-- bubblewrap: private pid/ipc/uts namespaces, and net unless `config.network`; the host's file
-  system read-only (`--ro-bind / /`) but for the work tree, a size-capped private /tmp and
-  /dev/shm; `--die-with-parent`, `--new-session`; the seccomp filter loaded right before exec.
+`prlimit (rlimits) -- bwrap (namespaces, read-only host, seccomp) -- setpriv (own uid) -- bash`,
+after `nsenter --net` into its private network when the network is on:
+- bubblewrap: private pid/ipc/uts/net namespaces; the host's file system read-only
+  (`--ro-bind / /`) but for the work tree, a size-capped private /tmp and /dev/shm; the host's
+  Unix sockets bound at a path covered (`hostnet.bound_sockets`); `--die-with-parent`,
+  `--new-session`; the seccomp filter loaded right before exec.
+- the network on (`config.network`), as root: a network namespace of the sandbox's own whose only
+  way out is user-mode NAT, out of reach of the host's loopback and addresses
+  (`hostnet.PrivateNetwork`), entered by every command; without slirp4netns, the host's.
 - an unprivileged uid of its own when we are root (RLIMIT_NPROC does not bind root, so a fork
   bomb is contained only for another uid; the uid also keeps host files at their permissions).
   Host PATH entries only root may enter (~root/...) are left out; where the harness's Python,
@@ -14,8 +19,11 @@ The shell is started as
 - as root, a cgroup of its own (`sandboxes/cgroup.py`): memory and pids of all its processes
   together (and CPU time where the cpu controller is there); where none can be made, rlimits only.
 Without bubblewrap (or when it cannot make namespaces here) the filter is loaded by
-`seccomp_exec` and only uid, rlimits and seccomp remain; `isolation` says what is in force.
-Not bounded here: the total size of files in the work tree (each file is, by RLIMIT_FSIZE).
+`seccomp_exec` and only uid, rlimits and seccomp remain (the network on: the host's namespace);
+`isolation` says what is in force.
+- as root, the work tree is a tmpfs of its own capped at the checkout plus `config.disk_mb`.
+`LocalConfinement` is all of this but the work tree and the shell: a local launch's install steps
+run in one (`repolaunch.local`).
 """
 
 from __future__ import annotations
@@ -44,6 +52,13 @@ from swedojo.sandboxes.base import (
     SandboxError,
 )
 from swedojo.sandboxes.cgroup import Cgroup
+from swedojo.sandboxes.hostnet import (
+    PrivateNetwork,
+    bound_sockets,
+    nat_problem,
+    resolv_conf,
+)
+from swedojo.sandboxes.hosttools import installed, tool
 from swedojo.sandboxes.interpreter import reachable, sandbox_python
 from swedojo.sandboxes.seccomp import SeccompUnavailableError, bpf_fd, compile_bpf
 from swedojo.sandboxes.terminal import (
@@ -63,19 +78,10 @@ FILE_OP_TIMEOUT_S = 120.0
 _DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 _PACKAGE = Path(__file__).resolve().parents[1]
 """The `swedojo` package's directory."""
-SYSTEM_PATH = os.environ.get("SWEDOJO_HELPER_PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
-"""Where the helpers the harness runs as itself (prlimit, bwrap, setpriv, nsenter, chown) are
-looked up: never the caller's PATH, whose entries a sandbox may be able to write. The operator
-may name other directories in `SWEDOJO_HELPER_PATH` (tests hide bwrap that way)."""
-
-
-@functools.cache
-def tool(name: str) -> str:
-    """The absolute path of helper `name` on `SYSTEM_PATH`; SandboxError when it is missing."""
-    found = shutil.which(name, path=SYSTEM_PATH)
-    if found is None:
-        raise SandboxError(f"{name} is not installed in {SYSTEM_PATH} (scripts/system_deps.sh installs it)")
-    return found
+_AFRESH = ["/tmp", "/dev"]
+"""Where bubblewrap gives the sandbox file systems of its own instead of the host's."""
+NAT = "user-mode NAT (slirp4netns), the host's loopback and addresses out of reach"
+"""`Isolation.network_via` of a sandbox in a `PrivateNetwork`."""
 
 
 class LocalIsolation(Isolation):
@@ -88,7 +94,7 @@ class LocalIsolation(Isolation):
 @functools.cache
 def bubblewrap_problem() -> str | None:
     """None when bubblewrap can make the namespaces here; otherwise why not."""
-    if shutil.which("bwrap", path=SYSTEM_PATH) is None:
+    if not installed("bwrap"):
         return "bubblewrap (bwrap) is not installed"
     argv = [tool("bwrap"), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
     argv += ["--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts"]
@@ -126,11 +132,15 @@ class LocalConfinement:
         self._writable = (workdir, *writable)
         self._closed = False
         self._cgroup: Cgroup | None = None
+        self._network: PrivateNetwork | None = None
         try:
             self._cgroup, why = _new_cgroup(self.config)
             self.isolation = _plan(self.config, bubblewrap, self._cgroup, why, uncapped)
             _warn_once(self.isolation.missing)
             self._prepare_dirs()
+            if self.isolation.network_via:
+                self._network = PrivateNetwork()
+                resolv_conf(self._root / "resolv.conf")
         except BaseException:
             self.close()
             raise
@@ -203,8 +213,12 @@ class LocalConfinement:
             argv += self._exposed()
             argv += self._binds()
             argv += ["--chdir", self.workdir]
+            for socket_file in bound_sockets(self.isolation.uid, [*_AFRESH, str(self._root), *map(str, self._writable)]):
+                argv += ["--ro-bind", "/dev/null", socket_file]  # last: no bind above uncovers it
+            if self._network is not None and os.path.exists("/etc/resolv.conf"):
+                argv += ["--ro-bind", str(self._root / "resolv.conf"), "/etc/resolv.conf"]
             argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "sandbox"]
-            argv += [] if self.config.network else ["--unshare-net"]
+            argv += [] if self.config.network else ["--unshare-net"]  # on: the private network's, or the host's
             argv += [] if os.getuid() == 0 else ["--unshare-user"]
             argv += ["--die-with-parent", "--new-session"]
             argv += [] if seccomp_fd is None else ["--seccomp", str(seccomp_fd)]
@@ -212,6 +226,7 @@ class LocalConfinement:
         elif seccomp_fd is not None:
             argv += [sys.executable, "-m", "swedojo.sandboxes.seccomp_exec", str(seccomp_fd), "--"]
         argv += self._setpriv() + command
+        argv = argv if self._network is None else self._network.enter(argv)
         return argv if self._cgroup is None else self._cgroup.enter(argv, tool("sh"))
 
     def _binds(self) -> list[str]:
@@ -270,6 +285,8 @@ class LocalConfinement:
                 subprocess.run([tool("chown"), "-R", f"{os.getuid()}:{os.getgid()}", *outside], check=False)
         if self._cgroup is not None:
             self._cgroup.close()
+        if self._network is not None:
+            self._network.close()
         shutil.rmtree(self._root, ignore_errors=True)
 
 
@@ -361,12 +378,13 @@ class LocalSandbox(LocalConfinement, OneOffFiles):
 
     def _first_terminal(self) -> PersistentTerminal:
         """The shell; started again (up to 3 times) when bubblewrap failed to remount a mount that
-        was coming or going on the host (a container starting or stopping): not this sandbox's fault."""
+        was coming or going on the host (a container starting or stopping), or to cover a socket
+        file removed since it was listed: not this sandbox's fault."""
         for _ in range(2):
             try:
                 return PersistentTerminal(self._spawn(), self.config, reopen=self._spawn)
             except SandboxError as exc:
-                if "Unable to apply mount flags" not in str(exc):
+                if not any(race in str(exc) for race in ("Unable to apply mount flags", "Can't create file at")):
                     raise
         return PersistentTerminal(self._spawn(), self.config, reopen=self._spawn)
 
@@ -488,7 +506,8 @@ def _plan(config: SandboxConfig, bubblewrap: bool, cgroup: Cgroup | None, why: s
         missing.append("not root: commands run as the calling user, sharing its process limit")
     problem = bubblewrap_problem() if bubblewrap else "bubblewrap not used (bubblewrap=False)"
     if problem:
-        missing.append(f"{problem}: no namespaces, the host file system is protected only by uid")
+        missing.append(f"{problem}: no namespaces, the host file system (and the Unix sockets bound in it) "
+                       "is protected only by uid")
     try:
         compile_bpf(config.network)
         seccomp = True
@@ -510,9 +529,11 @@ def _plan(config: SandboxConfig, bubblewrap: bool, cgroup: Cgroup | None, why: s
         missing.append("no cpu controller in the sandbox's cgroup: CPU time is limited per process (rlimits)")
     if uncapped:
         missing.append(f"the work tree's total size is not capped ({uncapped}): each file is, by the fsize rlimit")
-    if config.network:
-        missing.append("network on: commands share the host's network namespace (its loopback and sockets)")
-    namespaces = ["mount", "pid", "ipc", "uts"] + ([] if config.network else ["net"])
+    on_host_network = ("no bubblewrap" if problem else nat_problem()) if config.network else None
+    if on_host_network:  # why commands with the network on use the host's network namespace
+        missing.append("network on: commands share the host's network namespace (its loopback, its other "
+                       f"addresses, its abstract Unix sockets): {on_host_network}")
+    namespaces = ["mount", "pid", "ipc", "uts"] + ([] if on_host_network else ["net"])
     return LocalIsolation(
         backend="local",
         bubblewrap=problem is None,
@@ -521,6 +542,8 @@ def _plan(config: SandboxConfig, bubblewrap: bool, cgroup: Cgroup | None, why: s
         seccomp=seccomp,
         uid=uid,
         network=config.network,
+        network_via=NAT if config.network and not on_host_network else "",
+        masked_sockets=[] if problem else bound_sockets(uid, _AFRESH),
         rlimits=rlimits,
         cgroup=limits,
         disk_mb=({"/tmp": config.disk_mb, "/dev/shm": config.disk_mb} if problem is None else {})

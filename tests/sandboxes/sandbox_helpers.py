@@ -70,16 +70,16 @@ def peak_rss_mib(status: str) -> int:
     return int(line.split()[1]) >> 10
 
 
-def env_without_bwrap(root: Path) -> dict[str, str]:
-    """This process's environment as on a machine without bubblewrap: PATH and the helpers' path
-    (`SWEDOJO_HELPER_PATH`) find every program of the system's directories but `bwrap`, linked
+def env_without(root: Path, program: str) -> dict[str, str]:
+    """This process's environment as on a machine without `program`: PATH and the helpers' path
+    (`SWEDOJO_HELPER_PATH`) find every program of the system's directories but that one, linked
     into `root`/bin."""
     bin_dir = root / "bin"
     bin_dir.mkdir()
     for directory in ("/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"):
         for entry in Path(directory).iterdir():
             target = bin_dir / entry.name
-            if entry.name != "bwrap" and not target.exists():
+            if entry.name != program and not target.exists():
                 target.symlink_to(entry)
     path = os.pathsep.join([str(Path(sys.executable).parent), str(bin_dir)])
     return {**os.environ, "PATH": path, "SWEDOJO_HELPER_PATH": str(bin_dir)}

@@ -8,9 +8,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from sandbox_helpers import BACKENDS, env_without_bwrap
+from sandbox_helpers import BACKENDS, env_without
 
 from swedojo.sandboxes.base import Isolation
+from swedojo.sandboxes.hostnet import nat_problem
 from swedojo.sandboxes.local import bubblewrap_problem
 
 DOJO = str(Path(sys.executable).with_name("dojo"))
@@ -46,14 +47,29 @@ def test_the_report_lists_what_is_enforced_and_what_is_missing(name: str) -> Non
     if name == "local" and bubblewrap_problem() is None:
         assert set(iso.namespaces) == {"mount", "pid", "ipc", "uts", "net"} and iso.read_only_root and iso.seccomp
         assert iso.rlimits["nproc"] > 0 and "  namespaces: mount, pid, ipc, uts, net\n" in report
-        opened = Isolation.model_validate_json(info("--backend", name, "--network", "--json"))
-        assert opened.network and "net" not in opened.namespaces
-        assert any("host's network namespace" in line for line in opened.missing), opened.missing
+    opened = Isolation.model_validate_json(info("--backend", name, "--network", "--json"))
+    assert opened.network and ("net" in opened.namespaces) == bool(opened.network_via), opened
+    through = f"through {opened.network_via}" if opened.network_via else "in the host's network namespace"
+    assert f"  network: on, {through}\n" in info("--backend", name, "--network")
+    if name == "local" and bubblewrap_problem() is None and nat_problem() is None:
+        assert opened.network_via.startswith("user-mode NAT (slirp4netns)")
+        assert not any("network" in line for line in opened.missing), opened.missing
+    if name == "docker":
+        assert any("the bridge's gateway is the host" in line for line in opened.missing), opened.missing
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or bubblewrap_problem() is not None,
+                    reason="without root or bubblewrap the network on is the host's for other reasons, said otherwise")
+def test_a_host_without_slirp4netns_is_told_plainly(tmp_path: Path) -> None:
+    report = info("--backend", "local", "--network", env=env_without(tmp_path, "slirp4netns"))
+    said = [line for line in missing_lines(report) if line.startswith("network on: commands share the host's network")]
+    assert len(said) == 1 and "slirp4netns not installed" in said[0], report
+    assert "  namespaces: mount, pid, ipc, uts\n" in report and "  network: on, in the host's network namespace\n" in report
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="without bubblewrap a root harness still runs sandboxes as a uid of their own")
 def test_a_host_without_bubblewrap_is_told_plainly(tmp_path: Path) -> None:
-    report = info("--backend", "local", env=env_without_bwrap(tmp_path))
+    report = info("--backend", "local", env=env_without(tmp_path, "bwrap"))
     assert "bubblewrap (bwrap) is not installed: no namespaces" in "\n".join(missing_lines(report)), report
     assert "namespaces:" not in report and "read-only root" not in report
     assert "  seccomp syscall filter\n" in report, "what remains is still listed"

@@ -15,13 +15,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from sandbox_helpers import env_without_bwrap
+from sandbox_helpers import env_without
 
 pytestmark = pytest.mark.slow
 
 
 def test_gold_resolves_the_demo_suite_without_bubblewrap(tmp_path: Path) -> None:
-    env = env_without_bwrap(tmp_path)
+    env = env_without(tmp_path, "bwrap")
     check = subprocess.run([sys.executable, "-c", "from swedojo.sandboxes.local import bubblewrap_problem; print(bubblewrap_problem())"],
                            env=env, capture_output=True, text=True, check=True)
     assert check.stdout.strip() == "bubblewrap (bwrap) is not installed"
