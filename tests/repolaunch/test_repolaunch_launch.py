@@ -11,6 +11,7 @@ import io
 import json
 import re
 import shutil
+import socket
 import tempfile
 import time
 from pathlib import Path
@@ -43,6 +44,7 @@ from swedojo.repolaunch.errors import (
 )
 from swedojo.repolaunch.fallback import SetupRequest
 from swedojo.repolaunch.launch import UnsupportedBackendError, launch, rebuild
+from swedojo.sandboxes.hostnet import nat_problem
 from swedojo.schema import TestStatus
 
 
@@ -237,29 +239,40 @@ def test_unknown_backends_are_refused_before_anything_is_built(launched: dict, t
     assert not (tmp_path / "out").exists()
 
 
-SETUP_PROBE = """import os, pathlib, sys
+SETUP_PROBE = """import os, pathlib, socket, sys
 target = pathlib.Path({target!r}) / "from-setup.py"
 try:
     target.write_text("the repository's setup.py wrote here")
     wrote = "wrote"
 except OSError as exc:
     wrote = type(exc).__name__
-sys.exit(f"PROBE uid={{os.getuid()}} write={{wrote}}")
+try:
+    socket.create_connection(("127.0.0.1", {port}), timeout=5).close()
+    reached = "connected"
+except OSError as exc:
+    reached = type(exc).__name__
+sys.exit(f"PROBE uid={{os.getuid()}} write={{wrote}} connect={{reached}}")
 """
 
 
 def test_install_steps_run_inside_the_local_sandbox(make_repo, tmp_path: Path, env_cache: Path) -> None:
     """Seen in an adversarial review: a local launch ran the repository's setup.py on the host as
-    root (it wrote to /root). Install steps now run as a sandbox uid under a read-only host."""
+    root (it wrote to /root and connected to a host port). Install steps now run as a sandbox uid
+    under a read-only host, with the network on through the sandbox's own namespace."""
     target = Path(tempfile.mkdtemp(prefix="swedojo-host-", dir="/var/tmp"))  # outside every private mount
     target.chmod(0o755)
+    listener = socket.create_server(("127.0.0.1", 0))
     try:
-        repo = make_repo("hostile", {"setup.py": SETUP_PROBE.format(target=str(target)), "test_x.py": ""})
+        port = listener.getsockname()[1]
+        repo = make_repo("hostile", {"setup.py": SETUP_PROBE.format(target=str(target), port=port), "test_x.py": ""})
         with pytest.raises(InstallError) as caught:
             launch(str(repo), tmp_path / "out", cache_dir=env_cache / "envs")
-        probes = re.findall(r"PROBE uid=(\d+) write=(\w+)", caught.value.log_path.read_text())
+        probes = re.findall(r"PROBE uid=(\d+) write=(\w+) connect=(\w+)", caught.value.log_path.read_text())
         assert probes, "the setup.py never ran"
-        assert all(int(uid) != 0 and wrote != "wrote" for uid, wrote in probes), probes
+        assert all(int(uid) != 0 and wrote != "wrote" for uid, wrote, _ in probes), probes
         assert not (target / "from-setup.py").exists()
+        if nat_problem() is None:  # else the report says the network on is the host's
+            assert all(reached != "connected" for _, _, reached in probes), probes
     finally:
+        listener.close()
         shutil.rmtree(target)
