@@ -240,7 +240,7 @@ def _unpinned(path: Path) -> list[str]:
     found = []
     for line in _text(path).splitlines():
         line = line.split(" #", 1)[0].strip()
-        if not line or line.startswith(("#", "-")) or "://" in line or line.startswith((".", "/")):
+        if not line or line.startswith(("#", "-", ".", "/")) or "://" in line:
             continue
         try:
             req = Requirement(line)
@@ -616,6 +616,80 @@ def _python(root: Path, ci: CiFindings, when: datetime | None, build_system: str
 
 # --- JavaScript / TypeScript ---------------------------------------------------------------------
 
+JS_RUNNERS: dict[str, tuple[str, list[str]]] = {
+    "vitest": ("vitest", ["--reporter=json"]),
+    "jest": ("jest", ["--ci", "--json"]),
+    "mocha": ("mocha", ["--reporter", "json"]),
+    "ava": ("ava", ["--tap"]),
+    "tap": ("node-tap", ["--reporter=tap"]),
+    "uvu": ("uvu", []),
+}
+"""npm package (its binary has the same name) -> (log parser, flags that make it print what the
+parser reads: a machine-readable reporter where the runner has one; uvu has none)."""
+_WRAPPERS = {"nyc", "c8", "cross-env", "dotenv", "npx", "env"}
+"""Words that may stand before a runner in `scripts.test` (coverage, environment), dropped."""
+_REPORTER_OPTIONS = ("--reporter", "-R", "--test-reporter")
+
+
+def _script_runner(segment: str) -> tuple[str, list[str], list[str]] | None:
+    """(runner, its arguments, the variables set before it) of one command of `scripts.test` that
+    runs a known runner directly (after wrappers), the reporter options it had dropped: ours
+    replace them. Words keep their quotes: the command line runs in a shell as the script did."""
+    try:
+        words = shlex.split(segment, posix=False)
+    except ValueError:
+        return None
+    variables: list[str] = []
+    while words and (words[0] in _WRAPPERS or words[0].startswith("-") or "=" in words[0]):
+        word = words.pop(0)
+        if "=" in word and not word.startswith("-"):
+            variables.append(word)
+    if not words:
+        return None
+    runner = "node:test" if words[0] == "node" and "--test" in words else words[0]
+    if runner not in JS_RUNNERS and runner != "node:test":
+        return None
+    args: list[str] = []
+    rest = iter(words[1:])
+    for word in rest:
+        if word.split("=", 1)[0] in _REPORTER_OPTIONS:
+            if "=" not in word:
+                next(rest, None)
+        elif word not in ("--tap", "--json", "--test"):
+            args.append(word)
+    return runner, args, variables
+
+
+def _js_runner(scripts: dict[str, str], deps: dict[str, Any]) -> tuple[str, str] | None:
+    """(test command, log parser): the runner `scripts.test` runs (through `npm run` of another
+    script too), with its own arguments (files, options) and the reporter its parser reads; else
+    the first known runner among the dependencies; None when there is none."""
+    segments = re.split(r"&&|\|\||;", scripts.get("test", ""))
+    found = None
+    while segments and found is None:
+        segment = segments.pop(0)
+        words = segment.split()
+        if words[:2] == ["npm", "run"] and len(words) == 3 and words[2] in scripts and len(segments) < 20:
+            segments[:0] = re.split(r"&&|\|\||;", scripts[words[2]])
+        else:
+            found = _script_runner(segment)
+    if found is None:
+        runner = next((name for name in JS_RUNNERS if name in deps), "")
+        if not runner:
+            return None
+        found = (runner, [], [])
+    runner, args, variables = found
+    if runner == "node:test":
+        return " ".join([*variables, "node", "--test", "--test-reporter=tap", *args]), "tap"
+    parser, flags = JS_RUNNERS[runner]
+    if runner == "vitest":
+        args = ["run", *(a for a in args if a not in ("run", "--run", "watch", "--watch"))]
+    if runner == "tap":
+        major = re.search(r"\d+", str(deps.get("tap", "")))
+        flags = [*flags, "--no-coverage" if major and int(major.group()) < 18 else "--disable-coverage"]
+    return " ".join([*variables, "npx", runner, *args, *flags]), parser
+
+
 def _node(root: Path, ci: CiFindings, when: datetime | None) -> RepoAnalysis:
     try:
         package = json.loads(_text(root / "package.json"))
@@ -645,19 +719,13 @@ def _node(root: Path, ci: CiFindings, when: datetime | None) -> RepoAnalysis:
     test_script = scripts.get("test", "")
     if test_script:
         out.note("package.json", f"scripts.test: {test_script}")
-    if "vitest" in deps or "vitest" in test_script:
-        out.test_command, out.log_parser = "npx vitest run --reporter=json", "vitest"
-    elif "jest" in deps or "jest" in test_script:
-        out.test_command, out.log_parser = "npx jest --ci --json", "jest"
-    elif "node --test" in test_script or "node:test" in test_script:
-        out.test_command, out.log_parser = "node --test --test-reporter=tap", "tap"
-    elif "mocha" in deps or "mocha" in test_script:
-        out.test_command, out.log_parser = "npx mocha --reporter tap", "tap"
-    elif "tap" in deps or "tape" in deps:
-        out.test_command, out.log_parser = "npm test", "tap"
-    else:
+    found = _js_runner(scripts, deps)
+    if found is None:
         out.test_command = "npm test"
         out.note("package.json", "no known test runner: results cannot be parsed per test")
+    else:
+        out.test_command, out.log_parser = found
+        out.note("package.json", f"tests run by {out.log_parser}: {out.test_command}")
     if "build" in scripts:
         out.rebuild_commands = [f"{'npm' if out.build_system == 'bun' else out.build_system} run build"]
     candidates = _newest(NODE_LTS, when)

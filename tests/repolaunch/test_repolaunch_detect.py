@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -147,6 +148,30 @@ def test_node_projects(tmp_path: Path, files: dict[str, str], expected: tuple) -
     a = analyse(tmp_path, day("2024-01-01"))
     assert (a.language, a.build_system, a.runtime_version, a.install_commands, a.rebuild_commands,
             a.test_command, a.log_parser) == expected
+
+
+@pytest.mark.parametrize(("package", "command", "parser"), [
+    ({"scripts": {"test": "mocha --reporter spec 'test/**/*.spec.js'"}},
+     "npx mocha 'test/**/*.spec.js' --reporter json", "mocha"),
+    ({"scripts": {"test": "nyc --silent ava --verbose"}, "devDependencies": {"ava": "^5"}}, "npx ava --verbose --tap", "ava"),
+    ({"scripts": {"test": "npm run lint && npm run unit", "lint": "eslint .", "unit": "uvu -r esm tests"}},
+     "npx uvu -r esm tests", "uvu"),
+    ({"scripts": {"test": "tap test/*.js"}, "devDependencies": {"tap": "^16.3.0"}},
+     "npx tap test/*.js --reporter=tap --no-coverage", "node-tap"),
+    ({"devDependencies": {"tap": "^21"}}, "npx tap --reporter=tap --disable-coverage", "node-tap"),
+    ({"scripts": {"test": "vitest --run --reporter verbose"}}, "npx vitest run --reporter=json", "vitest"),
+    ({"scripts": {"test": "cross-env NODE_ENV=test jest --coverage"}}, "NODE_ENV=test npx jest --coverage --ci --json",
+     "jest"),
+    ({"scripts": {"test": "TZ=UTC node --test test/"}}, "TZ=UTC node --test --test-reporter=tap test/", "tap"),
+    ({"scripts": {"test": "./run-tests.sh"}, "devDependencies": {"uvu": "0.5.6", "mocha": "^10"}}, "npx mocha --reporter json",
+     "mocha"),
+    ({"scripts": {"test": "./run-tests.sh"}}, "npm test", ""),
+])
+def test_node_runners(tmp_path: Path, package: dict, command: str, parser: str) -> None:
+    """The runner `scripts.test` runs, with its own arguments and the reporter its parser reads."""
+    write_tree(tmp_path, {"package.json": json.dumps(package)})
+    a = analyse(tmp_path)
+    assert (a.test_command, a.log_parser) == (command, parser)
 
 
 def test_c_projects(tmp_path: Path) -> None:
