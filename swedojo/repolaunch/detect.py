@@ -875,6 +875,17 @@ def _c(root: Path) -> RepoAnalysis:
 
 # --- entry point ---------------------------------------------------------------------------------
 
+def undated(analysis: RepoAnalysis, why: str) -> RepoAnalysis:
+    """The analysis resolving the latest dependencies, for a registry that cannot answer as of its
+    date (`why`: what it said): the date options leave the install commands."""
+    date = analysis.resolution_date
+    commands = [c.replace(f" --before={date}", "").replace(f" --uploaded-prior-to {date}", "")
+                for c in analysis.install_commands]
+    said = Evidence(file="(install)", says=f"resolution as of {date} dropped, latest versions instead: {why}")
+    return analysis.model_copy(update={"resolution_date": "", "install_commands": commands,
+                                       "evidence": [*analysis.evidence, said]})
+
+
 def _strong_pyproject(root: Path) -> bool:
     data = _toml(root / "pyproject.toml")
     return bool(data.get("project") or data.get("build-system") or data.get("tool", {}).get("poetry"))

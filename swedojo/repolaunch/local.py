@@ -56,7 +56,7 @@ MIN_PYTHON = (3, 9)
 """Oldest interpreter swedojo's pip can drive with `--python`."""
 _PASS_THROUGH = ("HOME", "LANG", "TMPDIR", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT", "PIP_INDEX_URL",
                  "PIP_CACHE_DIR", "PIP_DEFAULT_TIMEOUT", "NODE_EXTRA_CA_CERTS", "http_proxy", "https_proxy",
-                 "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY")
+                 "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "npm_config_cache")
 
 
 def visible_to_sandboxes(path: Path) -> bool:
