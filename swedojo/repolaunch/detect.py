@@ -690,6 +690,36 @@ def _js_runner(scripts: dict[str, str], deps: dict[str, Any]) -> tuple[str, str]
     return " ".join([*variables, "npx", runner, *args, *flags]), parser
 
 
+def _package_manager(package: dict[str, Any], name: str) -> str:
+    """The version `packageManager` ("pnpm@8.15.4+sha512...") names for `name`, "" if another or none."""
+    match = re.fullmatch(rf"{name}@([\w.-]+)(?:\+.*)?", str(package.get("packageManager", "")))
+    return match.group(1) if match else ""
+
+
+def _pnpm_install(root: Path, package: dict[str, Any]) -> str:
+    """pnpm fetched from the npm registry by npx: the version `packageManager` names, else the major
+    that writes the lock file's version (5.x: 7, 6.x: 8, 9.x: 9)."""
+    version = _package_manager(package, "pnpm")
+    if not version:
+        lock = re.search(r"^lockfileVersion: '?(\d+)", _text(root / "pnpm-lock.yaml"), re.MULTILINE)
+        version = {"5": "7", "6": "8"}.get(lock.group(1), "9") if lock else "9"
+    return f"npx --yes pnpm@{version} install --frozen-lockfile"
+
+
+def _yarn_install(root: Path, package: dict[str, Any]) -> str:
+    """yarn fetched from the npm registry by npx (classic: `yarn`, berry: `@yarnpkg/cli-dist`), or the
+    release the repo keeps (`yarnPath`); berry installs into node_modules (no Plug'n'Play: the
+    dependency layer is a node_modules)."""
+    version = _package_manager(package, "yarn")
+    rc = _text(root / ".yarnrc.yml")
+    if not rc and not (version and int(version.split(".")[0]) >= 2):
+        return f"npx --yes yarn@{version or '1'} install --frozen-lockfile"
+    path = re.search(r"^yarnPath: *['\"]?([^'\"\s]+)", rc, re.MULTILINE)
+    yarn = f"node {path.group(1)}" if path and (root / path.group(1)).is_file() \
+        else f"npx --yes @yarnpkg/cli-dist@{version or '4'}"
+    return f"YARN_NODE_LINKER=node-modules {yarn} install --immutable"
+
+
 def _node(root: Path, ci: CiFindings, when: datetime | None) -> RepoAnalysis:
     try:
         package = json.loads(_text(root / "package.json"))
@@ -700,9 +730,7 @@ def _node(root: Path, ci: CiFindings, when: datetime | None) -> RepoAnalysis:
     out = RepoAnalysis(language=language, build_system="npm", dependency_files=["package.json"],
                        resolution_date=_instant(when))
     locks = [("package-lock.json", "npm", "npm ci"), ("npm-shrinkwrap.json", "npm", "npm ci"),
-             ("pnpm-lock.yaml", "pnpm", "pnpm install --frozen-lockfile"),
-             ("yarn.lock", "yarn", "yarn install --immutable" if (root / ".yarnrc.yml").is_file()
-              else "yarn install --frozen-lockfile"),
+             ("pnpm-lock.yaml", "pnpm", _pnpm_install(root, package)), ("yarn.lock", "yarn", _yarn_install(root, package)),
              ("bun.lockb", "bun", "bun install --frozen-lockfile")]
     for lock, tool, command in locks:
         if (root / lock).is_file():
@@ -727,7 +755,7 @@ def _node(root: Path, ci: CiFindings, when: datetime | None) -> RepoAnalysis:
         out.test_command, out.log_parser = found
         out.note("package.json", f"tests run by {out.log_parser}: {out.test_command}")
     if "build" in scripts:
-        out.rebuild_commands = [f"{'npm' if out.build_system == 'bun' else out.build_system} run build"]
+        out.rebuild_commands = ["npm run build"]  # npm runs any manager's scripts; only npm is on the PATH
     candidates = _newest(NODE_LTS, when)
     wanted = ""
     for file in (".nvmrc", ".node-version"):

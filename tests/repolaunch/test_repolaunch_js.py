@@ -10,10 +10,12 @@ satisfied, and the launch goes on without the bound, saying so in the EnvSpec an
 from __future__ import annotations
 
 import shutil
+import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from launch_helpers import commit_all
 
 from swedojo.repolaunch.launch import launch
 from swedojo.schema import EnvSpec, TestStatus
@@ -122,3 +124,33 @@ def test_a_uvu_project_older_than_its_runner_launches_with_the_date_bound_droppe
     assert spec.resolved_dependencies["uvu"].startswith("0.5.")
     log = (tmp_path / "out" / "build.log").read_text()
     assert f"the registry cannot resolve as of {OLD}" in log and "the date bound is dropped" in log
+
+
+LOCKED = {
+    "package.json": '{"name": "locked", "version": "1.0.0", "scripts": {"test": "node --test"}, '
+                    '"dependencies": {"is-number": "^7.0.0"}}\n',
+    "index.js": "const isNumber = require('is-number');\nexports.twice = (x) => (isNumber(x) ? 2 * x : NaN);\n",
+    "test/twice.test.js": """const test = require('node:test');
+const assert = require('node:assert');
+const { twice } = require('..');
+test('doubles', () => assert.strictEqual(twice(2), 4));
+test('text is NaN', () => assert.ok(Number.isNaN(twice('x'))));
+""",
+}
+
+
+@pytest.mark.parametrize(("manager", "lock", "install"), [
+    ("pnpm", "npx --yes pnpm@9 install --lockfile-only", "npx --yes pnpm@9 install --frozen-lockfile"),
+    ("yarn", "npx --yes yarn@1 install --ignore-scripts", "npx --yes yarn@1 install --frozen-lockfile"),
+], ids=["pnpm", "yarn"])
+def test_a_lock_file_of_pnpm_or_yarn_is_installed_with_its_own_tool(make_repo, tmp_path: Path, env_cache: Path,
+                                                                    npm_env: dict, manager: str, lock: str,
+                                                                    install: str) -> None:
+    """The tool comes from the npm registry through npx; the lock file is written by it here."""
+    repo = make_repo(manager, LOCKED, NOW)
+    subprocess.run(lock, shell=True, cwd=repo, check=True, capture_output=True, env=npm_env, timeout=300)
+    shutil.rmtree(repo / "node_modules", ignore_errors=True)
+    commit_all(repo, "lock file", NOW)
+    spec = _launch(repo, tmp_path / "out", "local", env_cache)
+    assert (spec.build_system, spec.install_commands) == (manager, [install])
+    assert spec.test_status == {"doubles": P, "text is NaN": P}
