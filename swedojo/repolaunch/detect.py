@@ -623,9 +623,10 @@ JS_RUNNERS: dict[str, tuple[str, list[str]]] = {
     "ava": ("ava", ["--tap"]),
     "tap": ("node-tap", ["--reporter=tap"]),
     "uvu": ("uvu", []),
+    "tape": ("tape", []),
 }
 """npm package (its binary has the same name) -> (log parser, flags that make it print what the
-parser reads: a machine-readable reporter where the runner has one; uvu has none)."""
+parser reads: a machine-readable reporter where the runner has one; uvu has none, tape prints TAP)."""
 _WRAPPERS = {"nyc", "c8", "cross-env", "dotenv", "npx", "env"}
 """Words that may stand before a runner in `scripts.test` (coverage, environment), dropped."""
 _REPORTER_OPTIONS = ("--reporter", "-R", "--test-reporter")
@@ -652,6 +653,8 @@ def _script_runner(segment: str) -> tuple[str, list[str], list[str]] | None:
     args: list[str] = []
     rest = iter(words[1:])
     for word in rest:
+        if word == "|":  # `tape test/*.js | tap-spec`: the runner's own output is what the parser reads
+            break
         if word.split("=", 1)[0] in _REPORTER_OPTIONS:
             if "=" not in word:
                 next(rest, None)

@@ -12,7 +12,7 @@ Test ids per framework: pytest node ids; `Class#method` for surefire; `package::
 `binary::path` for cargo; the ctest name; `file::Suite > test` for jest and vitest, `file::Suite
 test` (mocha's full title) for mocha (file is the base name: absolute paths differ between
 machines); `Suite > test` for TAP (node's test runner, ava), `file > test > subtest` for node-tap;
-`file > Suite` for uvu (which names only failing tests); `test_a (module.Class)` for unittest and
+`file > Suite` for uvu (which names only failing tests); the test's name for tape; `test_a (module.Class)` for unittest and
 the runners built on it.
 """
 
@@ -599,6 +599,42 @@ def summary_node_tap(log: str) -> Counts | None:
     return None
 
 
+_TAPE_TEST = re.compile(r"^# (?:(SKIP|TODO) )?(.+)$")
+
+
+def parse_tape(log: str) -> dict[str, TestStatus]:
+    """tape, whose points are assertions under a "# name" comment per test (also for subtests):
+    a test fails when one of its assertions did, is skipped when marked `# SKIP` or `# TODO`, and
+    passes otherwise (with no assertion too). The comments after the plan are the summary."""
+    results: dict[str, TestStatus] = {}
+    test = ""
+    for line in log.splitlines():
+        if _TAP_PLAN.match(line):
+            break
+        if match := _TAPE_TEST.match(line):
+            test = match.group(2).strip()
+            _record(results, test, TestStatus.SKIPPED if match.group(1) else TestStatus.PASSED)
+        elif test and (match := _TAP_POINT.match(line)) and not match.group(1) and match.group(2) == "not ok" \
+                and not _TAP_DIRECTIVE.search(match.group(3)) and results[test] != TestStatus.SKIPPED:
+            _record(results, test, TestStatus.FAILED)
+    return results
+
+
+def tally_tape(log: str) -> Counts:
+    """What tape's summary counts: assertions, a todo one among the passes."""
+    points = [p for p in _tap_points(log.splitlines()) if p.index >= 0]
+    failed = sum(1 for p in points if p.status == TestStatus.FAILED)
+    return Counts(total=len(points), passed=len(points) - failed, failed=failed)
+
+
+def summary_tape(log: str) -> Counts | None:
+    """tape's closing "# tests 5 / # pass 4 / # fail 1" (assertions)."""
+    found = _count_lines(log, _TAP_COUNT)
+    if "tests" not in found:
+        return None
+    return Counts(total=found["tests"], passed=found.get("pass", 0), failed=found.get("fail", 0))
+
+
 # --- automake test harness (`make check`) -------------------------------------------------------
 
 _AUTOMAKE_LINE = re.compile(r"^(PASS|FAIL|SKIP|XFAIL|XPASS|ERROR): (.+)$")
@@ -691,6 +727,7 @@ PARSERS: dict[str, LogParser] = {
     "mocha": parse_mocha,
     "ava": parse_tap,
     "node-tap": parse_node_tap,
+    "tape": parse_tape,
     "uvu": parse_uvu,
     "cargo": parse_cargo,
     "ctest": parse_ctest,
@@ -708,6 +745,7 @@ SUMMARIES: dict[str, Callable[[str], Counts | None]] = {
     "mocha": summary_mocha,
     "ava": summary_ava,
     "node-tap": summary_node_tap,
+    "tape": summary_tape,
     "uvu": summary_uvu,
     "cargo": summary_cargo,
     "ctest": summary_ctest,
@@ -717,8 +755,8 @@ SUMMARIES: dict[str, Callable[[str], Counts | None]] = {
 }
 """Readers of each framework's own totals; `go test -json` prints none."""
 
-TALLIES: dict[str, Callable[[str], Counts]] = {"uvu": tally_uvu, "node-tap": tally_node_tap}
-"""For a parser whose ids are not what its framework counts (uvu's are suites, tap counts
+TALLIES: dict[str, Callable[[str], Counts]] = {"uvu": tally_uvu, "node-tap": tally_node_tap, "tape": tally_tape}
+"""For a parser whose ids are not what its framework counts (uvu's are suites, tap and tape count
 assertions): what the log it parsed accounts for, set against the summary instead of its ids."""
 
 

@@ -178,6 +178,7 @@ def test_node_projects(tmp_path: Path, files: dict[str, str], expected: tuple) -
     ({"scripts": {"test": "TZ=UTC node --test test/"}}, "TZ=UTC node --test --test-reporter=tap test/", "tap"),
     ({"scripts": {"test": "./run-tests.sh"}, "devDependencies": {"uvu": "0.5.6", "mocha": "^10"}}, "npx mocha --reporter json",
      "mocha"),
+    ({"scripts": {"test": "tape 'test/**/*.js' | tap-spec"}}, "npx tape 'test/**/*.js'", "tape"),
     ({"scripts": {"test": "./run-tests.sh"}}, "npm test", ""),
 ])
 def test_node_runners(tmp_path: Path, package: dict, command: str, parser: str) -> None:

@@ -306,7 +306,7 @@ Testsuite summary for demo 1.0
 
 def test_every_parser_is_checked_and_counts_add_up() -> None:
     assert set(PARSERS) == {"pytest", "pytest-junit", "surefire", "gotest", "jest", "vitest", "mocha", "ava",
-                            "node-tap", "uvu", "cargo", "ctest", "tap", "automake", "unittest"}
+                            "node-tap", "tape", "uvu", "cargo", "ctest", "tap", "automake", "unittest"}
     assert set(PARSERS) - set(SUMMARIES) == {"gotest"}
     counts = counts_of(PYTEST_EXPECTED)
     assert (counts.total, counts.passed, counts.failed, counts.errors, counts.skipped, counts.xfailed) == \
@@ -315,7 +315,7 @@ def test_every_parser_is_checked_and_counts_add_up() -> None:
 
 # --- JavaScript runners, installed from the npm registry once per session -----------------------
 
-JS_RUNNERS = {"mocha": "11", "ava": "6", "tap": "21", "uvu": "0.5"}
+JS_RUNNERS = {"mocha": "11", "ava": "6", "tap": "21", "uvu": "0.5", "tape": "5"}
 
 
 @pytest.fixture(scope="session")
@@ -412,6 +412,24 @@ t.test('group', async t => { t.test('one', async t => { t.pass('x'); t.pass('y')
     cut = log.replace("ok 1 - top assertion", "")  # a line lost
     with pytest.raises(SummaryMismatchError, match="summary counts 8 tests, parser 'node-tap' read 7"):
         check_summary("node-tap", cut, parse_log("node-tap", cut))
+
+
+def test_tape(js_project: Path) -> None:
+    """tape's points are assertions (its summary counts them); a test is the "# name" above them."""
+    log, code = js_run(js_project, "tape", {"a.js": """const test = require('tape');
+test('adds', t => { t.equal(1 + 2, 3); t.equal(2 + 2, 4); t.end(); });
+test('breaks', t => { t.equal(1 + 2, 4); t.equal(1, 1); t.end(); });
+test('skipped', { skip: true }, t => { t.end(); });
+test('todo one', { todo: true }, t => { t.ok(false); t.end(); });
+test('outer', t => { t.test('inner', st => { st.ok(true, 'fine'); st.end(); }); t.end(); });
+"""}, "npx tape tape/a.js")
+    results = parse_log("tape", log)
+    assert results == {"adds": P, "breaks": F, "skipped": S, "todo one": S, "outer": P, "inner": P}
+    assert code == 1 and check_counts("tape", log, results, code) == []
+    check_summary("tape", log, results)
+    cut = log.replace("ok 2 should be strictly equal", "")  # an assertion line lost
+    with pytest.raises(SummaryMismatchError, match="summary counts 6 tests, parser 'tape' read 5"):
+        check_summary("tape", cut, parse_log("tape", cut))
 
 
 UVU_FILES = {
