@@ -664,18 +664,20 @@ def _script_runner(segment: str) -> tuple[str, list[str], list[str]] | None:
 
 
 def _js_runner(scripts: dict[str, str], deps: dict[str, Any]) -> tuple[str, str] | None:
-    """(test command, log parser): the runner `scripts.test` runs (through `npm run` of another
-    script too), with its own arguments (files, options) and the reporter its parser reads; else
-    the first known runner among the dependencies; None when there is none."""
+    """(test command, log parser): the runner `scripts.test` runs (through `npm run` / `yarn` of
+    another script too), with its own arguments (files, options) and the reporter its parser reads;
+    else the first known runner among the dependencies; None when there is none."""
     segments = re.split(r"&&|\|\||;", scripts.get("test", ""))
     found = None
+    expanded = 0
     while segments and found is None:
-        segment = segments.pop(0)
-        words = segment.split()
-        if words[:2] == ["npm", "run"] and len(words) == 3 and words[2] in scripts and len(segments) < 20:
-            segments[:0] = re.split(r"&&|\|\||;", scripts[words[2]])
+        words = segments.pop(0).split()
+        name = words[-1] if words[:-1] in (["npm", "run"], ["pnpm", "run"], ["yarn", "run"], ["yarn"]) else ""
+        if name in scripts and expanded < 10:  # a script that runs itself is read 10 times, not forever
+            expanded += 1
+            segments[:0] = re.split(r"&&|\|\||;", scripts[name])
         else:
-            found = _script_runner(segment)
+            found = _script_runner(" ".join(words))
     if found is None:
         runner = next((name for name in JS_RUNNERS if name in deps), "")
         if not runner:

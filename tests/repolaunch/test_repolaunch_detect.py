@@ -179,6 +179,8 @@ def test_node_projects(tmp_path: Path, files: dict[str, str], expected: tuple) -
     ({"scripts": {"test": "./run-tests.sh"}, "devDependencies": {"uvu": "0.5.6", "mocha": "^10"}}, "npx mocha --reporter json",
      "mocha"),
     ({"scripts": {"test": "tape 'test/**/*.js' | tap-spec"}}, "npx tape 'test/**/*.js'", "tape"),
+    ({"scripts": {"test": "yarn unit", "unit": "mocha"}}, "npx mocha --reporter json", "mocha"),
+    ({"scripts": {"test": "npm run test"}, "devDependencies": {"ava": "^6"}}, "npx ava --tap", "ava"),
     ({"scripts": {"test": "./run-tests.sh"}}, "npm test", ""),
 ])
 def test_node_runners(tmp_path: Path, package: dict, command: str, parser: str) -> None:
