@@ -562,12 +562,13 @@ def summary_tap(log: str) -> Counts | None:
 
 
 def summary_ava(log: str) -> Counts | None:
-    """ava's "# tests 5 / # pass 3 / # skip 1 / # fail 2": its tests leave the skipped ones out and
-    its failures count the todo ones, so only the total and the passes compare."""
-    found = _count_lines(log, _TAP_COUNT)
-    if "tests" not in found:
+    """ava's (supertap's) closing block: the plan `1..N` counts every test, todo ones too; its
+    "# tests" leaves the todo ones out and its "# fail" counts them, so only the plan and "# pass"
+    compare."""
+    plans = [int(m.group(1)) for line in log.splitlines() if (m := _TAP_PLAN.match(line))]
+    if not plans:
         return None
-    return Counts(total=found["tests"] + found.get("skip", 0), passed=found.get("pass", 0))
+    return Counts(total=plans[-1], passed=_count_lines(log, _TAP_COUNT).get("pass", 0))
 
 
 def parse_node_tap(log: str) -> dict[str, TestStatus]:

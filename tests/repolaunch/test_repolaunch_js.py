@@ -1,5 +1,5 @@
 """`dojo launch` of small JavaScript projects made in the test, one per runner real repos use
-(uvu, mocha, node's test runner, vitest), with per-test statuses read through the runner's own
+(uvu, mocha, node's test runner, vitest, ava, node-tap), with per-test statuses read through the runner's own
 reporter and checked against its summary; runners come from the npm registry (one npm cache for
 the session). Local launches use the host's node; one uvu project launches on the docker backend.
 
@@ -84,12 +84,33 @@ describe('math', () => {
 it('top', () => {});
 """,
 }
+AVA = {
+    "package.json": '{"name": "ava-demo", "version": "1.0.0", "scripts": {"test": "ava"}, '
+                    '"devDependencies": {"ava": "^6"}}\n',
+    "test/math.js": """const test = require('ava');
+test('adds', t => { t.is(1 + 2, 3); });
+test('known bug', t => { t.is(1 + 2, 4); });
+test.skip('later', t => { t.pass(); });
+""",
+}
+NODE_TAP = {
+    "package.json": '{"name": "tap-demo", "version": "1.0.0", "scripts": {"test": "tap test/*.js"}, '
+                    '"devDependencies": {"tap": "^21"}}\n',
+    "test/math.js": """const t = require('tap');
+t.test('adds', t => { t.equal(1 + 2, 3); t.equal(2 + 2, 4); t.end(); });
+t.test('known bug', t => { t.equal(1 + 2, 4); t.end(); });
+t.test('later', { skip: true }, t => { t.end(); });
+""",
+}
 CASES = {
     "mocha": (MOCHA, "npx mocha test/ --reporter json", {
         "math.spec.js::math adds": P, "math.spec.js::math known bug": F, "math.spec.js::math later": S,
         "math.spec.js::math inner nests": P}),
     "tap": (NODE_TEST, "node --test --test-reporter=tap test/", {
         "adds": P, "known bug": F, "later": S, "group > nests": P}),
+    "ava": (AVA, "npx ava --tap", {"adds": P, "known bug": F, "later": S}),  # one file: ava names no file
+    "node-tap": (NODE_TAP, "npx tap test/*.js --reporter=tap --disable-coverage", {
+        "test/math.js > adds": P, "test/math.js > known bug": F, "test/math.js > later": S}),
     "vitest": (VITEST, "npx vitest run --reporter=json", {
         "math.test.js::math > adds": P, "math.test.js::math > known bug": F, "math.test.js::math > later": S,
         "math.test.js::top": P}),
