@@ -1,5 +1,5 @@
 """`dojo launch` of small JavaScript projects made in the test, one per runner real repos use
-(uvu, mocha, node's test runner, vitest, ava, node-tap), with per-test statuses read through the runner's own
+(uvu, mocha, node's test runner, vitest, jest, ava, node-tap), with per-test statuses read through the runner's own
 reporter and checked against its summary; runners come from the npm registry (one npm cache for
 the session). Local launches use the host's node; one uvu project launches on the docker backend.
 
@@ -84,6 +84,16 @@ describe('math', () => {
 it('top', () => {});
 """,
 }
+JEST = {
+    "package.json": '{"name": "jest-demo", "version": "1.0.0", "scripts": {"test": "jest --verbose"}, '
+                    '"devDependencies": {"jest": "^30"}}\n',
+    "math.test.js": """describe('math', () => {
+  test('adds', () => expect(1 + 2).toBe(3));
+  test('known bug', () => expect(1 + 2).toBe(4));
+  test.skip('later', () => {});
+});
+""",
+}
 AVA = {
     "package.json": '{"name": "ava-demo", "version": "1.0.0", "scripts": {"test": "ava"}, '
                     '"devDependencies": {"ava": "^6"}}\n',
@@ -108,6 +118,8 @@ CASES = {
         "math.spec.js::math inner nests": P}),
     "tap": (NODE_TEST, "node --test --test-reporter=tap test/", {
         "adds": P, "known bug": F, "later": S, "group > nests": P}),
+    "jest": (JEST, "npx jest --verbose --ci --json", {
+        "math.test.js::math > adds": P, "math.test.js::math > known bug": F, "math.test.js::math > later": S}),
     "ava": (AVA, "npx ava --tap", {"adds": P, "known bug": F, "later": S}),  # one file: ava names no file
     "node-tap": (NODE_TAP, "npx tap test/*.js --reporter=tap --disable-coverage", {
         "test/math.js > adds": P, "test/math.js > known bug": F, "test/math.js > later": S}),
