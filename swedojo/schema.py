@@ -154,6 +154,10 @@ class EnvSpec(BaseModel):
     """The test files or ids validation ran (empty: the whole suite); the baseline covers only them."""
     attempts: list[str] = Field(default_factory=list)
     """Environments tried before this one, each with the stage and reason it failed (runtime first)."""
+    pins_dropped: list[str] = Field(default_factory=list)
+    """Date bounds given up, each with the registry's words: it could not resolve the dependencies
+    as of the commit date (npm ETARGET / ENOVERSIONS where it serves no publish times before it, an
+    index without upload times for pip), so they are the latest ones and `resolution_date` is empty."""
 
     @model_validator(mode="before")
     @classmethod

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -25,3 +27,16 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             pytrace=False,
         )
     pytest.skip("Docker Engine is not running (`make docker-up` starts one)")
+
+
+@pytest.fixture(scope="session")
+def npm_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One npm cache for the session's installs (npm reads `npm_config_cache`), in its temp dir."""
+    return tmp_path_factory.mktemp("npm-cache")
+
+
+@pytest.fixture
+def npm_env(npm_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    """The session's npm cache for this test's npm runs (those of a local launch included)."""
+    monkeypatch.setenv("npm_config_cache", str(npm_cache))
+    yield {**os.environ}

@@ -240,7 +240,7 @@ def _unpinned(path: Path) -> list[str]:
     found = []
     for line in _text(path).splitlines():
         line = line.split(" #", 1)[0].strip()
-        if not line or line.startswith(("#", "-")) or "://" in line or line.startswith((".", "/")):
+        if not line or line.startswith(("#", "-", ".", "/")) or "://" in line:
             continue
         try:
             req = Requirement(line)
@@ -616,6 +616,115 @@ def _python(root: Path, ci: CiFindings, when: datetime | None, build_system: str
 
 # --- JavaScript / TypeScript ---------------------------------------------------------------------
 
+JS_RUNNERS: dict[str, tuple[str, list[str]]] = {
+    "vitest": ("vitest", ["--reporter=json"]),
+    "jest": ("jest", ["--ci", "--json"]),
+    "mocha": ("mocha", ["--reporter", "json"]),
+    "ava": ("ava", ["--tap"]),
+    "tap": ("node-tap", ["--reporter=tap"]),
+    "uvu": ("uvu", []),
+    "tape": ("tape", []),
+}
+"""npm package (its binary has the same name) -> (log parser, flags that make it print what the
+parser reads: a machine-readable reporter where the runner has one; uvu has none, tape prints TAP)."""
+_WRAPPERS = {"nyc", "c8", "cross-env", "dotenv", "npx", "env"}
+"""Words that may stand before a runner in `scripts.test` (coverage, environment), dropped."""
+_REPORTER_OPTIONS = ("--reporter", "-R", "--test-reporter")
+
+
+def _script_runner(segment: str) -> tuple[str, list[str], list[str]] | None:
+    """(runner, its arguments, the variables set before it) of one command of `scripts.test` that
+    runs a known runner directly (after wrappers), the reporter options it had dropped: ours
+    replace them. Words keep their quotes: the command line runs in a shell as the script did."""
+    try:
+        words = shlex.split(segment, posix=False)
+    except ValueError:
+        return None
+    variables: list[str] = []
+    while words and (words[0] in _WRAPPERS or words[0].startswith("-") or "=" in words[0]):
+        word = words.pop(0)
+        if "=" in word and not word.startswith("-"):
+            variables.append(word)
+    if not words:
+        return None
+    runner = "node:test" if words[0] == "node" and "--test" in words else words[0]
+    if runner not in JS_RUNNERS and runner != "node:test":
+        return None
+    args: list[str] = []
+    rest = iter(words[1:])
+    for word in rest:
+        if word == "|":  # `tape test/*.js | tap-spec`: the runner's own output is what the parser reads
+            break
+        if word.split("=", 1)[0] in _REPORTER_OPTIONS:
+            if "=" not in word:
+                next(rest, None)
+        elif word not in ("--tap", "--json", "--test"):
+            args.append(word)
+    return runner, args, variables
+
+
+def _js_runner(scripts: dict[str, str], deps: dict[str, Any]) -> tuple[str, str] | None:
+    """(test command, log parser): the runner `scripts.test` runs (through `npm run` / `yarn` of
+    another script too), with its own arguments (files, options) and the reporter its parser reads;
+    else the first known runner among the dependencies; None when there is none."""
+    segments = re.split(r"&&|\|\||;", scripts.get("test", ""))
+    found = None
+    expanded = 0
+    while segments and found is None:
+        words = segments.pop(0).split()
+        name = words[-1] if words[:-1] in (["npm", "run"], ["pnpm", "run"], ["yarn", "run"], ["yarn"]) else ""
+        if name in scripts and expanded < 10:  # a script that runs itself is read 10 times, not forever
+            expanded += 1
+            segments[:0] = re.split(r"&&|\|\||;", scripts[name])
+        else:
+            found = _script_runner(" ".join(words))
+    if found is None:
+        runner = next((name for name in JS_RUNNERS if name in deps), "")
+        if not runner:
+            return None
+        found = (runner, [], [])
+    runner, args, variables = found
+    if runner == "node:test":
+        return " ".join([*variables, "node", "--test", "--test-reporter=tap", *args]), "tap"
+    parser, flags = JS_RUNNERS[runner]
+    if runner == "vitest":
+        args = ["run", *(a for a in args if a not in ("run", "--run", "watch", "--watch"))]
+    if runner == "tap":
+        major = re.search(r"\d+", str(deps.get("tap", "")))
+        flags = [*flags, "--no-coverage" if major and int(major.group()) < 18 else "--disable-coverage"]
+    return " ".join([*variables, "npx", runner, *args, *flags]), parser
+
+
+def _package_manager(package: dict[str, Any], name: str) -> str:
+    """The version `packageManager` ("pnpm@8.15.4+sha512...") names for `name`, "" if another or none."""
+    match = re.fullmatch(rf"{name}@([\w.-]+)(?:\+.*)?", str(package.get("packageManager", "")))
+    return match.group(1) if match else ""
+
+
+def _pnpm_install(root: Path, package: dict[str, Any]) -> str:
+    """pnpm fetched from the npm registry by npx: the version `packageManager` names, else the major
+    that writes the lock file's version (5.x: 7, 6.x: 8, 9.x: 9)."""
+    version = _package_manager(package, "pnpm")
+    if not version:
+        lock = re.search(r"^lockfileVersion: '?(\d+)", _text(root / "pnpm-lock.yaml"), re.MULTILINE)
+        version = {"5": "7", "6": "8"}.get(lock.group(1), "9") if lock else "9"
+    return f"npx --yes pnpm@{version} install --frozen-lockfile"
+
+
+def _yarn_install(root: Path, package: dict[str, Any]) -> str:
+    """yarn fetched from the npm registry by npx (classic: `yarn`, berry: `@yarnpkg/cli-dist`), or the
+    release the repo keeps (`yarnPath`); berry installs into node_modules (no Plug'n'Play: the
+    dependency layer is a node_modules)."""
+    version = _package_manager(package, "yarn")
+    rc = _text(root / ".yarnrc.yml")
+    if not rc and not (version and int(version.split(".")[0]) >= 2):
+        return f"npx --yes yarn@{version or '1'} install --frozen-lockfile"
+    path = re.search(r"^yarnPath: *['\"]?([^'\"\s]+)", rc, re.MULTILINE)
+    yarn = f"node {path.group(1)}" if path and (root / path.group(1)).is_file() \
+        else f"npx --yes @yarnpkg/cli-dist@{version or '4'}"
+    return f"YARN_NODE_LINKER=node-modules {yarn} install --immutable"
+
+
 def _node(root: Path, ci: CiFindings, when: datetime | None) -> RepoAnalysis:
     try:
         package = json.loads(_text(root / "package.json"))
@@ -626,9 +735,7 @@ def _node(root: Path, ci: CiFindings, when: datetime | None) -> RepoAnalysis:
     out = RepoAnalysis(language=language, build_system="npm", dependency_files=["package.json"],
                        resolution_date=_instant(when))
     locks = [("package-lock.json", "npm", "npm ci"), ("npm-shrinkwrap.json", "npm", "npm ci"),
-             ("pnpm-lock.yaml", "pnpm", "pnpm install --frozen-lockfile"),
-             ("yarn.lock", "yarn", "yarn install --immutable" if (root / ".yarnrc.yml").is_file()
-              else "yarn install --frozen-lockfile"),
+             ("pnpm-lock.yaml", "pnpm", _pnpm_install(root, package)), ("yarn.lock", "yarn", _yarn_install(root, package)),
              ("bun.lockb", "bun", "bun install --frozen-lockfile")]
     for lock, tool, command in locks:
         if (root / lock).is_file():
@@ -645,21 +752,15 @@ def _node(root: Path, ci: CiFindings, when: datetime | None) -> RepoAnalysis:
     test_script = scripts.get("test", "")
     if test_script:
         out.note("package.json", f"scripts.test: {test_script}")
-    if "vitest" in deps or "vitest" in test_script:
-        out.test_command, out.log_parser = "npx vitest run --reporter=json", "vitest"
-    elif "jest" in deps or "jest" in test_script:
-        out.test_command, out.log_parser = "npx jest --ci --json", "jest"
-    elif "node --test" in test_script or "node:test" in test_script:
-        out.test_command, out.log_parser = "node --test --test-reporter=tap", "tap"
-    elif "mocha" in deps or "mocha" in test_script:
-        out.test_command, out.log_parser = "npx mocha --reporter tap", "tap"
-    elif "tap" in deps or "tape" in deps:
-        out.test_command, out.log_parser = "npm test", "tap"
-    else:
+    found = _js_runner(scripts, deps)
+    if found is None:
         out.test_command = "npm test"
         out.note("package.json", "no known test runner: results cannot be parsed per test")
+    else:
+        out.test_command, out.log_parser = found
+        out.note("package.json", f"tests run by {out.log_parser}: {out.test_command}")
     if "build" in scripts:
-        out.rebuild_commands = [f"{'npm' if out.build_system == 'bun' else out.build_system} run build"]
+        out.rebuild_commands = ["npm run build"]  # npm runs any manager's scripts; only npm is on the PATH
     candidates = _newest(NODE_LTS, when)
     wanted = ""
     for file in (".nvmrc", ".node-version"):
@@ -806,6 +907,17 @@ def _c(root: Path) -> RepoAnalysis:
 
 
 # --- entry point ---------------------------------------------------------------------------------
+
+def undated(analysis: RepoAnalysis, why: str) -> RepoAnalysis:
+    """The analysis resolving the latest dependencies, for a registry that cannot answer as of its
+    date (`why`: what it said): the date options leave the install commands."""
+    date = analysis.resolution_date
+    commands = [c.replace(f" --before={date}", "").replace(f" --uploaded-prior-to {date}", "")
+                for c in analysis.install_commands]
+    said = Evidence(file="(install)", says=f"resolution as of {date} dropped, latest versions instead: {why}")
+    return analysis.model_copy(update={"resolution_date": "", "install_commands": commands,
+                                       "evidence": [*analysis.evidence, said]})
+
 
 def _strong_pyproject(root: Path) -> bool:
     data = _toml(root / "pyproject.toml")

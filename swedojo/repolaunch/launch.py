@@ -36,6 +36,7 @@ from swedojo.repolaunch.detect import (
     PythonPlanning,
     RepoAnalysis,
     analyse,
+    undated,
 )
 from swedojo.repolaunch.errors import (
     AnalyseError,
@@ -340,6 +341,7 @@ def _launch(repo: str, out: Path, commit: str, backend: str, mirror: Path | None
         plans = [PythonPlanning(runtime=runtime) for runtime in builder.runtimes(analysis, log)][:MAX_RUNTIMES] \
             if ruled else [PythonPlanning(runtime=analysis.runtime_version)]
         failed: list[str] = []
+        dropped: list[str] = []
         while plans and len(failed) < MAX_ATTEMPTS:
             plan = plans.pop(0)
             if analysis.language == "python" and plan != PythonPlanning(runtime=analysis.runtime_version):
@@ -347,6 +349,8 @@ def _launch(repo: str, out: Path, commit: str, backend: str, mirror: Path | None
                 analysis = analyse(workdir, when, plan)
             elif plan.runtime != analysis.runtime_version:  # the analysis says what the environment gets
                 analysis = analysis.model_copy(update={"runtime_version": plan.runtime})
+            if dropped and analysis.resolution_date:
+                analysis = undated(analysis, dropped[-1])
             log.write(f"runtime on the {backend} backend: {analysis.language} {analysis.runtime_version}\n")
             started = log.path.stat().st_size if log.path.is_file() else 0
             try:
@@ -357,7 +361,12 @@ def _launch(repo: str, out: Path, commit: str, backend: str, mirror: Path | None
                 exc.message = "; ".join([exc.message, *(line for line in cause(said) if line not in exc.message)])
                 what = plan.describe() if analysis.language == "python" else f"{analysis.language} {analysis.runtime_version}"
                 failed.append(f"{what}: [{exc.stage}] {exc.message}")
-                if ruled and analysis.language == "python" and (retry := _retry(plan, analysis, said)):
+                if ruled and _dated(analysis) and (why := _undatable(said)):
+                    dropped.append(f"{analysis.build_system}: {analysis.resolution_date}: {why}")
+                    log.write(f"the registry cannot resolve as of {analysis.resolution_date} ({why}): "
+                              "the date bound is dropped, the dependencies will be the latest\n")
+                    plans.insert(0, plan)
+                elif ruled and analysis.language == "python" and (retry := _retry(plan, analysis, said)):
                     plans.insert(0, retry)
                 elif not _INTERPRETER_TROUBLE.search(said):
                     plans.clear()  # nothing says the interpreter is the trouble: another one would fail alike
@@ -368,13 +377,28 @@ def _launch(repo: str, out: Path, commit: str, backend: str, mirror: Path | None
                         exc.message = f"{exc.message} (tried {len(failed)} plans: {'; '.join(failed[:-1])})"
                     raise
                 continue
-            spec.attempts = failed
+            spec.attempts, spec.pins_dropped = failed, dropped
             (out / "envspec.json").write_text(spec.model_dump_json(indent=2))
             return spec
     raise AssertionError("unreachable: every attempt returns or raises")
 
 
 _NO_DISTRIBUTION = re.compile(r"No matching distribution found for (\S+)")
+_UNDATABLE = re.compile(r"^.*(?:code ETARGET|code ENOVERSIONS|No matching version found for|No versions available for"
+                        r"|does not provide upload-time metadata).*$", re.MULTILINE)
+"""What npm and pip say when a date-bounded install cannot be resolved: no version of a package
+published before the date (or none with a publish time), an index without upload times."""
+
+
+def _dated(analysis: RepoAnalysis) -> bool:
+    """Whether the install commands carry the resolution date (an install from a lock file does not)."""
+    return bool(analysis.resolution_date) and any(analysis.resolution_date in c for c in analysis.install_commands)
+
+
+def _undatable(said: str) -> str:
+    """The lines of a failed attempt's log saying its date bound cannot be met; empty if none does."""
+    lines = dict.fromkeys(m.group(0).strip() for m in _UNDATABLE.finditer(said))
+    return "; ".join(list(lines)[:3])
 
 
 _INTERPRETER_TROUBLE = re.compile(r"Traceback \(most recent call last\)|INTERNALERROR|SyntaxError|ImportError"
@@ -440,7 +464,7 @@ def _attempt(repo: str, sha: str, workdir: Path, source: Path, out: Path, analys
 
 
 _VALIDATED = {"repo", "test_status", "flaky_tests", "network_tests", "resolved_dependencies", "runtime_version",
-              "attempts"}
+              "attempts", "pins_dropped"}
 """EnvSpec fields validation (or the built layer) fills in; the rest must match for a spec cache hit."""
 
 

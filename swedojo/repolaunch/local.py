@@ -63,7 +63,7 @@ MIN_PYTHON = (3, 9)
 """Oldest interpreter swedojo's pip can drive with `--python`."""
 _PASS_THROUGH = ("LANG", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT", "PIP_INDEX_URL",
                  "PIP_CACHE_DIR", "PIP_DEFAULT_TIMEOUT", "NODE_EXTRA_CA_CERTS", "http_proxy", "https_proxy",
-                 "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY")
+                 "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "npm_config_cache")
 
 
 BUILD_LIMITS = SandboxConfig(network=True, memory_mb=8192, pids=4096, cpus=float(os.cpu_count() or 1),

@@ -5,7 +5,8 @@ A dependency layer lives in one directory (`$SWEDOJO_ENV`): the local cache's `<
 `/opt/swedojo/env` in an image. Python: `venv/` (the dependencies, not the project) and `shims/`
 (first on PATH); Node: `node_modules/`; C: nothing. The repo layer runs in every fresh sandbox:
 Python makes an overlay venv in `$HOME` that sees the layer through a `.pth` file and installs the
-project editable into it; Node links `node_modules` from the layer; make builds in the work tree.
+project editable into it; Node links the layer's packages into the work tree's `node_modules`;
+make builds in the work tree.
 """
 
 from __future__ import annotations
@@ -27,7 +28,10 @@ NATIVE = ("c", "cpp")
 OVERLAY = '"$HOME/.swedojo-venv"'
 EXCLUDE_BUILD_LEFTOVERS = "git ls-files --others --exclude-standard --directory | sed 's|^|/|' >> .git/info/exclude"
 """egg-info, build/, objects and links made by the repo layer stay out of `git diff`, hence out of patches."""
-LINK_NODE_MODULES = f'ln -sfn "${ENV_VAR}/node_modules" node_modules'
+LINK_NODE_MODULES = (f'mkdir -p node_modules && for f in "${ENV_VAR}"/node_modules/* "${ENV_VAR}"/node_modules/.[!.]*; '
+                     'do [ -e "$f" ] && ln -sfn "$f" node_modules/; done; true')
+"""The layer's packages linked one by one into a node_modules of the work tree's own, where tools
+may write (ava, babel and others keep a cache in `node_modules/.cache`; the layer is read-only)."""
 NPM_QUIET = {"npm_config_update_notifier": "false", "npm_config_fund": "false", "npm_config_audit": "false"}
 """npm settings for builds: no network calls beyond the registry, no noise in the log."""
 DROP_PROJECT = Path(__file__).with_name("drop_project.py")

@@ -14,7 +14,8 @@ from swedojo.repolaunch.buildlog import BuildLog
 from swedojo.repolaunch.errors import DiscoveryError, ValidateError
 from swedojo.sandboxes.base import Sandbox
 from swedojo.schema import EnvSpec, TestStatus
-from swedojo.testrun.parsers import WORST_FIRST, check_counts
+from swedojo.testrun.errors import SummaryMismatchError
+from swedojo.testrun.parsers import WORST_FIRST, check_counts, check_summary
 from swedojo.testrun.run import SuiteRun, TestRunError, passed, run_suite, run_tests
 
 
@@ -69,6 +70,10 @@ def validate(sandbox: Sandbox, spec: EnvSpec, log: BuildLog, runs: int = 2, time
         found = check_counts(spec.log_parser, run.log, run.statuses, run.exit_code)
         for problem in found:
             log.write(f"count check: {problem}\n")
+        try:
+            check_summary(spec.log_parser, run.log, run.statuses)
+        except SummaryMismatchError as exc:
+            raise ValidateError(f"test run {index + 1}: {exc}", log.path) from exc
         results.append(run.statuses)
         problems.append(found)
     merged, flaky = merge_runs(results)

@@ -2,13 +2,18 @@
 
 `parse_log(name, log)` is the single entry point; each parser is registered by name in `PARSERS`
 and the `EnvSpec.log_parser` field names the one to use. `SUMMARIES` holds, per parser, a reader of
-the framework's own closing counts, and `check_counts` compares the two (and the exit code), so a
-parser that misses tests, or a log with forged result lines, is noticed.
+the framework's own closing counts (`TALLIES`, for a parser whose ids are not one per test, what
+its parse accounts for). `check_summary` raises `SummaryMismatchError` when the summary's total is
+not the parsed one (launch validation fails on it rather than guess); `check_counts` lists every
+disagreement, per status and with the exit code, for the build log. A new parser is one function
+and one line in `PARSERS`, plus one in `SUMMARIES` where its framework prints totals.
 
 Test ids per framework: pytest node ids; `Class#method` for surefire; `package::Test/sub` for Go;
-`binary::path` for cargo; the ctest name; `file::Suite > test` for jest and vitest (file is the
-base name: absolute paths differ between machines); `Suite > test` for TAP; `test_a (module.Class)`
-for unittest and the runners built on it.
+`binary::path` for cargo; the ctest name; `file::Suite > test` for jest and vitest, `file::Suite
+test` (mocha's full title) for mocha (file is the base name: absolute paths differ between
+machines); `Suite > test` for TAP (node's test runner, ava), `file > test > subtest` for node-tap;
+`file > Suite` for uvu (which names only failing tests); the test's name for tape; `test_a (module.Class)` for unittest and
+the runners built on it.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from swedojo.schema import TestStatus
+from swedojo.testrun.errors import SummaryMismatchError
 
 LogParser = Callable[[str], dict[str, TestStatus]]
 
@@ -60,9 +66,13 @@ class Counts(BaseModel):
 
 def counts_of(results: dict[str, TestStatus]) -> Counts:
     """Counts of parsed results, every field filled."""
-    tally = Counter(results.values())
+    return _counted(list(results.values()))
+
+
+def _counted(statuses: list[TestStatus]) -> Counts:
+    tally = Counter(statuses)
     return Counts(
-        total=len(results), passed=tally[TestStatus.PASSED], failed=tally[TestStatus.FAILED],
+        total=len(statuses), passed=tally[TestStatus.PASSED], failed=tally[TestStatus.FAILED],
         errors=tally[TestStatus.ERROR], skipped=tally[TestStatus.SKIPPED],
         xfailed=tally[TestStatus.XFAIL], xpassed=tally[TestStatus.XPASS],
     )
@@ -224,15 +234,15 @@ def parse_go_test(log: str) -> dict[str, TestStatus]:
 
 # --- jest / vitest JSON reporters ---------------------------------------------------------------
 
-def _json_report(log: str) -> dict[str, Any] | None:
-    """The reporter's JSON object, found among whatever else the command printed."""
+def _json_report(log: str, key: str = "testResults") -> dict[str, Any] | None:
+    """The reporter's JSON object (the first holding `key`), found among whatever else the command printed."""
     decoder = json.JSONDecoder()
     for match in re.finditer(r"\{", log):
         try:
             value, _ = decoder.raw_decode(log, match.start())
         except json.JSONDecodeError:
             continue
-        if isinstance(value, dict) and "testResults" in value:
+        if isinstance(value, dict) and key in value:
             return value
     return None
 
@@ -269,6 +279,91 @@ def summary_jest(log: str) -> Counts | None:
         failed=report.get("numFailedTests", 0) + failed_files,
         skipped=report.get("numPendingTests", 0) + report.get("numTodoTests", 0),
     )
+
+
+# --- mocha JSON reporter ------------------------------------------------------------------------
+
+def _mocha_id(case: dict[str, Any]) -> str:
+    """`file::fullTitle` (mocha joins the suite and test titles with spaces, as `--grep` matches)."""
+    return f"{PurePosixPath(case.get('file') or '').name}::{case.get('fullTitle', '')}"
+
+
+def parse_mocha(log: str) -> dict[str, TestStatus]:
+    """`mocha --reporter json`; a failed hook (`"before all" hook for "x"`) is an ERROR of its own:
+    the tests it stopped never ran and are not reported."""
+    report = _json_report(log, "stats")
+    if report is None:
+        return {}
+    results: dict[str, TestStatus] = {}
+    for key, status in (("passes", TestStatus.PASSED), ("pending", TestStatus.SKIPPED),
+                        ("failures", TestStatus.FAILED)):
+        for case in report.get(key) or []:
+            _record(results, _mocha_id(case), status)
+    tests = {_mocha_id(case) for case in report.get("tests") or []}
+    for case in report.get("failures") or []:
+        if _mocha_id(case) not in tests:
+            _record(results, _mocha_id(case), TestStatus.ERROR)
+    return results
+
+
+def summary_mocha(log: str) -> Counts | None:
+    """The report's `stats` (tests, passes, failures, pending); a failed hook counts as a failure
+    and is no test, so it is added to the total."""
+    report = _json_report(log, "stats")
+    if report is None:
+        return None
+    stats = report["stats"]
+    tests = {_mocha_id(case) for case in report.get("tests") or []}
+    hooks = sum(1 for case in report.get("failures") or [] if _mocha_id(case) not in tests)
+    return Counts(total=stats.get("tests", 0) + hooks, passed=stats.get("passes", 0),
+                  failed=stats.get("failures", 0), skipped=stats.get("pending", 0))
+
+
+# --- uvu ----------------------------------------------------------------------------------------
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_UVU_FILE = re.compile(r"^(\S+\.[cm]?[jt]sx?)$")
+_UVU_SUITE = re.compile(r"^(?: (.+?)  )?(?:[•✘] )*\s*\((\d+) / (\d+)\)$")
+_UVU_COUNT = re.compile(r"^(Total|Passed|Skipped):\s+(\d+)$")
+
+
+def _uvu_suites(log: str) -> Iterator[tuple[str, int, int]]:
+    """(id, passed, run) of every suite line "[ Name ] • ✘ •  (2 / 3)" (skipped tests are not run)."""
+    file = ""
+    for raw in log.splitlines():
+        line = _ANSI.sub("", raw).rstrip()
+        if match := _UVU_FILE.match(line):
+            file = match.group(1)
+        elif match := _UVU_SUITE.match(line):
+            name = " > ".join(part for part in (file, match.group(1)) if part) or "(default suite)"
+            yield name, int(match.group(2)), int(match.group(3))
+
+
+def parse_uvu(log: str) -> dict[str, TestStatus]:
+    """uvu's default reporter, whose ids are suites (`file > Suite`, or the file for its default
+    suite): it prints a dot per passing test and names only the failing ones, so a passing test
+    has no name to go by. A suite passes when all its tests did, fails when one failed (they are
+    named in its FAIL lines in the log), and is skipped when it ran none."""
+    results: dict[str, TestStatus] = {}
+    for suite, passed, run in _uvu_suites(log):
+        status = TestStatus.SKIPPED if run == 0 else TestStatus.PASSED if passed == run else TestStatus.FAILED
+        _record(results, suite, status)
+    return results
+
+
+def tally_uvu(log: str) -> Counts:
+    """The tests uvu's suite lines account for, to set against its closing Total/Passed."""
+    suites = list(_uvu_suites(log))
+    total, passed = sum(s[2] for s in suites), sum(s[1] for s in suites)
+    return Counts(total=total, passed=passed, failed=total - passed)
+
+
+def summary_uvu(log: str) -> Counts | None:
+    """"Total: 6 / Passed: 4 / Skipped: 1" (Total leaves the skipped tests out)."""
+    found = _count_lines(_ANSI.sub("", log), _UVU_COUNT)
+    if "Total" not in found:
+        return None
+    return Counts(total=found["Total"], passed=found.get("Passed", 0), failed=found["Total"] - found.get("Passed", 0))
 
 
 # --- cargo test (libtest) -----------------------------------------------------------------------
@@ -346,11 +441,14 @@ def summary_ctest(log: str) -> Counts | None:
     return None
 
 
-# --- TAP (node --test, tape, make check harnesses) ---------------------------------------------
+# --- TAP (node --test, node-tap, ava --tap, make check harnesses) --------------------------------
 
 _TAP_POINT = re.compile(r"^( *)(not ok|ok)\b\s*\d*\s*(?:-\s*)?(.*)$")
 _TAP_SUBTEST = re.compile(r"^( *)# Subtest: (.*)$")
-_TAP_COUNT = re.compile(r"^# (tests|pass|fail|cancelled|skipped|todo) (\d+)$")
+_TAP_DIRECTIVE = re.compile(r"\s#\s*(SKIP|TODO|time=)", re.IGNORECASE)
+_TAP_PLAN = re.compile(r"^1\.\.(\d+)")
+_TAP_COUNT = re.compile(r"^# (tests|pass|fail|cancelled|skipped|skip|todo) +(\d+)$")
+_NODE_TAP_SUMMARY = re.compile(r"^# \{ total: (\d+)((?:, \w+: \d+)*) \}$")
 
 
 def _tap_unescape(text: str) -> str:
@@ -366,12 +464,70 @@ def _count_lines(log: str, pattern: re.Pattern[str]) -> dict[str, int]:
     return found
 
 
-def _tap_is_suite(lines: list[str], index: int, indent: int) -> bool:
+class _TapPoint(BaseModel):
+    """One `ok` / `not ok` line and where it sits."""
+
+    index: int = -1
+    """Line number in the log (-1 until the point of a `# Subtest:` block is read)."""
+    indent: int
+    """Spaces before it: 4 more per subtest level."""
+    path: list[str] = []
+    """Names of the enclosing subtests, outermost first, then its own."""
+    status: TestStatus = TestStatus.PASSED
+    """PASSED, FAILED, or SKIPPED for a `# SKIP` / `# TODO` directive."""
+    subtest: bool = False
+    """It closes a `# Subtest:` block (it has points of its own above it)."""
+    parent: int = -1
+    """Index in the point list of the subtest it lies in (-1: the stream's top level)."""
+    has_subtests: bool = False
+    """Some `# Subtest:` block lies directly in it."""
+
+
+def _tap_points(lines: list[str]) -> list[_TapPoint]:
+    """Every point with its nesting. A description's ` # SKIP` / ` # TODO` is a directive and
+    node-tap's ` # time=` a comment; any other `#` (escaped or not: ava does not escape) is part
+    of the name. A block the stream never closed (a crash) keeps index -1: it has no result."""
+    points: list[_TapPoint] = []
+    blocks: list[tuple[int, str, int]] = []  # open `# Subtest:` blocks: (indent, name, slot in `points`)
+    for index, line in enumerate(lines):
+        if match := _TAP_SUBTEST.match(line):
+            indent = len(match.group(1))
+            while blocks and blocks[-1][0] >= indent:
+                blocks.pop()
+            parent = blocks[-1][2] if blocks else -1
+            if parent >= 0:
+                points[parent].has_subtests = True
+            points.append(_TapPoint(indent=indent, subtest=True, parent=parent))
+            blocks.append((indent, _tap_unescape(match.group(2)), len(points) - 1))
+            continue
+        match = _TAP_POINT.match(line)
+        if not match:
+            continue
+        indent, description = len(match.group(1)), match.group(3)
+        directive = _TAP_DIRECTIVE.search(description)
+        name = _tap_unescape(description[:directive.start()] if directive else description).strip()
+        if directive and directive.group(1).upper() in ("SKIP", "TODO"):
+            status = TestStatus.SKIPPED
+        else:
+            status = TestStatus.PASSED if match.group(2) == "ok" else TestStatus.FAILED
+        while blocks and blocks[-1][0] > indent:
+            blocks.pop()
+        if blocks and blocks[-1][0] == indent:  # the point that closes a `# Subtest:` block
+            _, header, slot = blocks.pop()
+            points[slot].index, points[slot].status = index, status
+            points[slot].path = [*(b[1] for b in blocks), name or header]
+            continue
+        points.append(_TapPoint(index=index, indent=indent, status=status, parent=blocks[-1][2] if blocks else -1,
+                                path=[*(b[1] for b in blocks), name]))
+    return points
+
+
+def _tap_is_suite(lines: list[str], point: _TapPoint) -> bool:
     """node marks `describe` blocks with `type: 'suite'` in the YAML block after the point."""
-    if index + 1 >= len(lines) or lines[index + 1].strip() != "---":
+    if point.index + 1 >= len(lines) or lines[point.index + 1].strip() != "---":
         return False
-    for line in lines[index + 2:]:
-        if line.strip() == "..." or len(line) - len(line.lstrip(" ")) <= indent:
+    for line in lines[point.index + 2:]:
+        if line.strip() == "..." or len(line) - len(line.lstrip(" ")) <= point.indent:
             return False
         if line.strip() == "type: 'suite'":
             return True
@@ -379,43 +535,105 @@ def _tap_is_suite(lines: list[str], index: int, indent: int) -> bool:
 
 
 def parse_tap(log: str) -> dict[str, TestStatus]:
-    """TAP 13/14 with indented subtests; ids join the enclosing `# Subtest:` names with " > ".
-
-    Suites (node's `describe`) are containers, not tests; a `# SKIP` or `# TODO` directive makes
-    the point skipped. An escaped "\\#" in a name is not a directive.
-    """
+    """TAP 13/14 with indented subtests, every point a test (node's test runner, ava --tap, make
+    check harnesses); ids join the enclosing `# Subtest:` names with " > ". Suites (node's
+    `describe`) are containers, not tests."""
     lines = log.splitlines()
     results: dict[str, TestStatus] = {}
-    headers: list[tuple[int, str]] = []  # open "# Subtest:" names with their indent
-    for index, line in enumerate(lines):
-        if match := _TAP_SUBTEST.match(line):
-            indent = len(match.group(1))
-            headers = [h for h in headers if h[0] < indent] + [(indent, _tap_unescape(match.group(2)))]
-            continue
-        match = _TAP_POINT.match(line)
-        if not match:
-            continue
-        indent, verdict = len(match.group(1)), match.group(2)
-        name, directive = (re.split(r"\s+#\s*", match.group(3), maxsplit=1) + [""])[:2]
-        headers = [h for h in headers if h[0] < indent]
-        test = " > ".join([h[1] for h in headers] + [_tap_unescape(name)])
-        if _tap_is_suite(lines, index, indent):
-            continue
-        if directive.split(" ", 1)[0].upper() in ("SKIP", "TODO"):
-            _record(results, test, TestStatus.SKIPPED)
-        else:
-            _record(results, test, TestStatus.PASSED if verdict == "ok" else TestStatus.FAILED)
+    for point in _tap_points(lines):
+        if point.index >= 0 and not _tap_is_suite(lines, point):
+            _record(results, " > ".join(point.path), point.status)
     return results
 
 
 def summary_tap(log: str) -> Counts | None:
-    """node's closing "# tests 7 / # pass 4 / # fail 1 / # cancelled 0 / # skipped 1 / # todo 1"."""
+    """node's closing "# tests 7 / # pass 4 / # fail 1 / # cancelled 0 / # skipped 1 / # todo 1";
+    from another producer (whose "# tests" may count assertions or leave skips out) only the plan
+    `1..N` of a stream without subtests."""
+    found = _count_lines(log, _TAP_COUNT)
+    if "tests" in found and "cancelled" in found:
+        return Counts(total=found["tests"], passed=found.get("pass"),
+                      failed=found.get("fail", 0) + found["cancelled"],
+                      skipped=found.get("skipped", 0) + found.get("todo", 0))
+    lines = log.splitlines()
+    plans = [int(m.group(1)) for line in lines if (m := _TAP_PLAN.match(line))]
+    nested = any(_TAP_SUBTEST.match(line) or (_TAP_POINT.match(line) and line.startswith(" ")) for line in lines)
+    return Counts(total=plans[-1]) if plans and not nested else None
+
+
+def summary_ava(log: str) -> Counts | None:
+    """ava's (supertap's) closing block: the plan `1..N` counts every test, todo ones too; its
+    "# tests" leaves the todo ones out and its "# fail" counts them, so only the plan and "# pass"
+    compare."""
+    plans = [int(m.group(1)) for line in log.splitlines() if (m := _TAP_PLAN.match(line))]
+    if not plans:
+        return None
+    return Counts(total=plans[-1], passed=_count_lines(log, _TAP_COUNT).get("pass", 0))
+
+
+def parse_node_tap(log: str) -> dict[str, TestStatus]:
+    """node-tap (`tap --reporter=tap`), where assertions are points too: a test is a subtest with no
+    subtest in it (its assertions are not tests), or a point (an assertion, a skipped or todo
+    subtest) lying among subtests, as tap counts them; ids are the file then the subtest names."""
+    points = _tap_points(log.splitlines())
+    results: dict[str, TestStatus] = {}
+    for point in points:
+        among_subtests = point.subtest or point.parent < 0 or points[point.parent].has_subtests
+        if point.index >= 0 and among_subtests and not point.has_subtests:
+            _record(results, " > ".join(point.path), point.status)
+    return results
+
+
+def tally_node_tap(log: str) -> Counts:
+    """What tap's summary counts: the points that close no subtest (assertions, skipped and todo
+    subtests), wherever they lie."""
+    return _counted([p.status for p in _tap_points(log.splitlines()) if p.index >= 0 and not p.subtest])
+
+
+def summary_node_tap(log: str) -> Counts | None:
+    """tap's closing "# { total: 8, pass: 5, fail: 1, todo: 1, skip: 1 }" (it counts assertions)."""
+    for line in reversed(log.splitlines()):
+        if match := _NODE_TAP_SUMMARY.match(line.strip()):
+            found = {k: int(v) for k, v in re.findall(r"(\w+): (\d+)", match.group(2))}
+            return Counts(total=int(match.group(1)), passed=found.get("pass", 0), failed=found.get("fail", 0),
+                          skipped=found.get("skip", 0) + found.get("todo", 0))
+    return None
+
+
+_TAPE_TEST = re.compile(r"^# (?:(SKIP|TODO) )?(.+)$")
+
+
+def parse_tape(log: str) -> dict[str, TestStatus]:
+    """tape, whose points are assertions under a "# name" comment per test (also for subtests):
+    a test fails when one of its assertions did, is skipped when marked `# SKIP` or `# TODO`, and
+    passes otherwise (with no assertion too). The comments after the plan are the summary."""
+    results: dict[str, TestStatus] = {}
+    test = ""
+    for line in log.splitlines():
+        if _TAP_PLAN.match(line):
+            break
+        if match := _TAPE_TEST.match(line):
+            test = match.group(2).strip()
+            _record(results, test, TestStatus.SKIPPED if match.group(1) else TestStatus.PASSED)
+        elif test and (match := _TAP_POINT.match(line)) and not match.group(1) and match.group(2) == "not ok" \
+                and not _TAP_DIRECTIVE.search(match.group(3)) and results[test] != TestStatus.SKIPPED:
+            _record(results, test, TestStatus.FAILED)
+    return results
+
+
+def tally_tape(log: str) -> Counts:
+    """What tape's summary counts: assertions, a todo one among the passes."""
+    points = [p for p in _tap_points(log.splitlines()) if p.index >= 0]
+    failed = sum(1 for p in points if p.status == TestStatus.FAILED)
+    return Counts(total=len(points), passed=len(points) - failed, failed=failed)
+
+
+def summary_tape(log: str) -> Counts | None:
+    """tape's closing "# tests 5 / # pass 4 / # fail 1" (assertions)."""
     found = _count_lines(log, _TAP_COUNT)
     if "tests" not in found:
         return None
-    return Counts(total=found["tests"], passed=found.get("pass"),
-                  failed=found.get("fail", 0) + found.get("cancelled", 0),
-                  skipped=found.get("skipped", 0) + found.get("todo", 0))
+    return Counts(total=found["tests"], passed=found.get("pass", 0), failed=found.get("fail", 0))
 
 
 # --- automake test harness (`make check`) -------------------------------------------------------
@@ -507,6 +725,11 @@ PARSERS: dict[str, LogParser] = {
     "gotest": parse_go_test,
     "jest": parse_jest,
     "vitest": parse_jest,
+    "mocha": parse_mocha,
+    "ava": parse_tap,
+    "node-tap": parse_node_tap,
+    "tape": parse_tape,
+    "uvu": parse_uvu,
     "cargo": parse_cargo,
     "ctest": parse_ctest,
     "tap": parse_tap,
@@ -520,6 +743,11 @@ SUMMARIES: dict[str, Callable[[str], Counts | None]] = {
     "surefire": summary_junit,
     "jest": summary_jest,
     "vitest": summary_jest,
+    "mocha": summary_mocha,
+    "ava": summary_ava,
+    "node-tap": summary_node_tap,
+    "tape": summary_tape,
+    "uvu": summary_uvu,
     "cargo": summary_cargo,
     "ctest": summary_ctest,
     "tap": summary_tap,
@@ -528,18 +756,37 @@ SUMMARIES: dict[str, Callable[[str], Counts | None]] = {
 }
 """Readers of each framework's own totals; `go test -json` prints none."""
 
+TALLIES: dict[str, Callable[[str], Counts]] = {"uvu": tally_uvu, "node-tap": tally_node_tap, "tape": tally_tape}
+"""For a parser whose ids are not what its framework counts (uvu's are suites, tap and tape count
+assertions): what the log it parsed accounts for, set against the summary instead of its ids."""
+
 
 class UnknownParserError(KeyError):
     """No parser is registered under the requested name."""
 
 
+def _known(name: str) -> None:
+    if name not in PARSERS:
+        raise UnknownParserError(f"unknown log parser {name!r}; known: {', '.join(sorted(PARSERS))}")
+
+
 def parse_log(name: str, log: str) -> dict[str, TestStatus]:
     """Parse `log` with the parser registered as `name`."""
-    try:
-        parser = PARSERS[name]
-    except KeyError:
-        raise UnknownParserError(f"unknown log parser {name!r}; known: {', '.join(sorted(PARSERS))}") from None
-    return parser(log)
+    _known(name)
+    return PARSERS[name](log)
+
+
+def _differences(name: str, log: str, results: dict[str, TestStatus]) -> dict[str, tuple[int, int]]:
+    """Field -> (summary's count, parsed count) for every count the summary states that the parse
+    does not match; failures include errors when the framework does not count errors apart."""
+    summary = SUMMARIES[name](log) if name in SUMMARIES else None
+    if summary is None:
+        return {}
+    got = (TALLIES[name](log) if name in TALLIES else counts_of(results)).model_dump()
+    if summary.errors is None and got["errors"] is not None:
+        got["failed"] += got["errors"]
+    return {field: (value, got[field]) for field, value in summary.model_dump().items()
+            if value is not None and got[field] is not None and value != got[field]}
 
 
 _FAILING = (TestStatus.FAILED, TestStatus.ERROR)
@@ -548,24 +795,14 @@ _FAILING = (TestStatus.FAILED, TestStatus.ERROR)
 def check_counts(name: str, log: str, results: dict[str, TestStatus], exit_code: int | None) -> list[str]:
     """Problems that make `results` doubtful; empty when parse, summary and exit code agree.
 
-    Compares every count the framework's summary states with the parsed one (failures include
-    errors when the framework does not count errors apart), then the exit code: 0 with failing
-    tests, or non-zero with nothing failing, means some result was not read (or was forged).
-    pytest counts a test that passed and then errored in teardown twice; such a run is flagged.
+    Compares every count the framework's summary states with the parsed one, then the exit code:
+    0 with failing tests, or non-zero with nothing failing, means some result was not read (or
+    was forged). pytest counts a test that passed and then errored in teardown twice, unittest
+    each failing subtest: such runs are flagged here, and only `check_summary`'s total is binding.
     """
-    if name not in PARSERS:
-        raise UnknownParserError(f"unknown log parser {name!r}; known: {', '.join(sorted(PARSERS))}")
-    problems: list[str] = []
-    summary = SUMMARIES[name](log) if name in SUMMARIES else None
-    parsed = counts_of(results)
-    if summary is not None:
-        expected = summary.model_dump()
-        got = parsed.model_dump()
-        if summary.errors is None:
-            got["failed"] += got["errors"]
-        for field, value in expected.items():
-            if value is not None and value != got[field]:
-                problems.append(f"{field}: summary says {value}, parsed {got[field]}")
+    _known(name)
+    problems = [f"{field}: summary says {said}, parsed {got}"
+                for field, (said, got) in _differences(name, log, results).items()]
     failing = sum(1 for status in results.values() if status in _FAILING)
     if exit_code is None:
         problems.append("the test command did not finish (timeout or killed)")
@@ -575,3 +812,16 @@ def check_counts(name: str, log: str, results: dict[str, TestStatus], exit_code:
         problems.append(f"exit code {exit_code} but no parsed test failed" +
                         ("" if results else " (no test was parsed)"))
     return problems
+
+
+def check_summary(name: str, log: str, results: dict[str, TestStatus]) -> None:
+    """SummaryMismatchError when the framework's summary counts another number of tests than the
+    parse read. The total is what every framework counts one per test; a split between statuses
+    may count outcomes instead (see `check_counts`). A parser opts in by registering a summary
+    reader in `SUMMARIES` (and a tally in `TALLIES` when its ids are not one per test)."""
+    _known(name)
+    if "total" in (found := _differences(name, log, results)):
+        said, got = found["total"]
+        others = "; ".join(f"{f} {s} vs {g}" for f, (s, g) in found.items() if f != "total")
+        raise SummaryMismatchError(f"the runner's own summary counts {said} tests, parser {name!r} read {got}"
+                                   + (f" ({others})" if others else "") + ": per-test results would be guesses")

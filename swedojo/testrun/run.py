@@ -24,6 +24,7 @@ from swedojo.testrun.command import (
     selection,
     suite_command,
 )
+from swedojo.testrun.errors import TestRunError
 from swedojo.testrun.parsers import parse_log
 
 MAX_LOG_BYTES = 64 << 20
@@ -34,12 +35,6 @@ LOG_NAME = "swedojo-tests.log"
 """The test log's file in the work tree's `.git/` (out of every diff)."""
 DEFAULT_TIMEOUT_S = 900.0
 """Time one test command may take unless the caller says otherwise."""
-
-
-class TestRunError(Exception):
-    """A test run whose result cannot be read: the root of this package's errors."""
-
-    __test__ = False
 
 
 class LogTooLargeError(TestRunError):

@@ -55,6 +55,17 @@ def test_a_failed_build_shows_its_cause_on_the_console_and_the_build_log_is_plai
     assert "undefined_thing" in log and "\x1b" not in log
 
 
+def test_a_parse_that_cannot_account_for_the_runners_summary_fails_validation(make_repo, tmp_path: Path,
+                                                                             env_cache: Path) -> None:
+    """A TAP runner that plans 3 tests and reports 2 (its third result line is not TAP): no guess."""
+    runner = C_OK["runner.c"].replace(r"1..1\nok 1 - fine\n", r"1..3\nok 1 - fine\nok 2 - also\nthird: ok\n")
+    text = _failure(_launch(make_repo("short", {**C_OK, "runner.c": runner}, DATE), tmp_path / "out", "local", env_cache))
+    assert "launch failed at stage validate: test run 1: the runner's own summary counts 3 tests, parser 'tap' read 2" \
+        in text, text
+    assert "per-test results would be guesses" in text
+    assert "third: ok" in (tmp_path / "out" / "build.log").read_text()
+
+
 def test_a_command_run_into_the_build_log_leaves_its_escapes_out(tmp_path: Path) -> None:
     log = BuildLog(tmp_path / "build.log")
     assert log.run(r"printf '\033[1;31mnpm error\033[0m code ETARGET\n'", tmp_path, dict(os.environ), 60) == 0
@@ -79,5 +90,5 @@ def test_a_piped_launch_names_the_running_step_every_10_seconds(make_repo, tmp_p
     slow = {**C_OK, "Makefile": C_OK["Makefile"].replace("\t$(CC)", "\tsleep 12; $(CC)")}  # the repo layer takes 12 s
     run = _launch(make_repo("slow", slow, DATE), tmp_path / "out", "local", env_cache / tmp_path.name)
     assert run.returncode == 0, run.stderr
-    beats = re.findall(r"^\[\d\d:\d\d:\d\d \+\d+s\] launch \S+ \(local\): (.+) \(\d+s in this step\)$", run.stderr, re.M)
+    beats = re.findall(r"^\[\d\d:\d\d:\d\d \+\d+s\] launch \S+ \(local\): (.+) \(\d+s in this step\)$", run.stderr, re.MULTILINE)
     assert any(step.startswith("repo layer in a fresh sandbox: make -j2") for step in beats), run.stderr

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -138,15 +139,55 @@ commands = pytest {posargs}
      ("javascript", "npm", "20", ["npm ci"], ["npm run build"], "npx jest --ci --json", "jest")),
     ({"package.json": '{"devDependencies": {"vitest": "^1", "typescript": "^5"}}', "pnpm-lock.yaml": "",
       ".nvmrc": "v18.19.0\n"},
-     ("typescript", "pnpm", "18", ["pnpm install --frozen-lockfile"], [], "npx vitest run --reporter=json", "vitest")),
+     ("typescript", "pnpm", "18", ["npx --yes pnpm@9 install --frozen-lockfile"], [], "npx vitest run --reporter=json",
+      "vitest")),
+    ({"package.json": '{"devDependencies": {"vitest": "^1"}, "packageManager": "pnpm@8.15.4+sha512.abc"}',
+      "pnpm-lock.yaml": "lockfileVersion: '6.0'\n"},
+     ("javascript", "pnpm", "20", ["npx --yes pnpm@8.15.4 install --frozen-lockfile"], [], "npx vitest run --reporter=json",
+      "vitest")),
     ({"package.json": '{"scripts": {"test": "node --test"}}', "yarn.lock": ""},
-     ("javascript", "yarn", "20", ["yarn install --frozen-lockfile"], [], "node --test --test-reporter=tap", "tap")),
+     ("javascript", "yarn", "20", ["npx --yes yarn@1 install --frozen-lockfile"], [], "node --test --test-reporter=tap",
+      "tap")),
+    ({"package.json": '{"scripts": {"test": "node --test", "build": "tsc"}}', "yarn.lock": "",
+      ".yarnrc.yml": "yarnPath: .yarn/releases/yarn-3.6.0.cjs\n", ".yarn/releases/yarn-3.6.0.cjs": ""},
+     ("javascript", "yarn", "20", ["YARN_NODE_LINKER=node-modules node .yarn/releases/yarn-3.6.0.cjs install --immutable"],
+      ["npm run build"], "node --test --test-reporter=tap", "tap")),
+    ({"package.json": '{"scripts": {"test": "node --test"}, "packageManager": "yarn@4.1.0"}', "yarn.lock": ""},
+     ("javascript", "yarn", "20", ["YARN_NODE_LINKER=node-modules npx --yes @yarnpkg/cli-dist@4.1.0 install --immutable"],
+      [], "node --test --test-reporter=tap", "tap")),
 ])
 def test_node_projects(tmp_path: Path, files: dict[str, str], expected: tuple) -> None:
     write_tree(tmp_path, files)
     a = analyse(tmp_path, day("2024-01-01"))
     assert (a.language, a.build_system, a.runtime_version, a.install_commands, a.rebuild_commands,
             a.test_command, a.log_parser) == expected
+
+
+@pytest.mark.parametrize(("package", "command", "parser"), [
+    ({"scripts": {"test": "mocha --reporter spec 'test/**/*.spec.js'"}},
+     "npx mocha 'test/**/*.spec.js' --reporter json", "mocha"),
+    ({"scripts": {"test": "nyc --silent ava --verbose"}, "devDependencies": {"ava": "^5"}}, "npx ava --verbose --tap", "ava"),
+    ({"scripts": {"test": "npm run lint && npm run unit", "lint": "eslint .", "unit": "uvu -r esm tests"}},
+     "npx uvu -r esm tests", "uvu"),
+    ({"scripts": {"test": "tap test/*.js"}, "devDependencies": {"tap": "^16.3.0"}},
+     "npx tap test/*.js --reporter=tap --no-coverage", "node-tap"),
+    ({"devDependencies": {"tap": "^21"}}, "npx tap --reporter=tap --disable-coverage", "node-tap"),
+    ({"scripts": {"test": "vitest --run --reporter verbose"}}, "npx vitest run --reporter=json", "vitest"),
+    ({"scripts": {"test": "cross-env NODE_ENV=test jest --coverage"}}, "NODE_ENV=test npx jest --coverage --ci --json",
+     "jest"),
+    ({"scripts": {"test": "TZ=UTC node --test test/"}}, "TZ=UTC node --test --test-reporter=tap test/", "tap"),
+    ({"scripts": {"test": "./run-tests.sh"}, "devDependencies": {"uvu": "0.5.6", "mocha": "^10"}}, "npx mocha --reporter json",
+     "mocha"),
+    ({"scripts": {"test": "tape 'test/**/*.js' | tap-spec"}}, "npx tape 'test/**/*.js'", "tape"),
+    ({"scripts": {"test": "yarn unit", "unit": "mocha"}}, "npx mocha --reporter json", "mocha"),
+    ({"scripts": {"test": "npm run test"}, "devDependencies": {"ava": "^6"}}, "npx ava --tap", "ava"),
+    ({"scripts": {"test": "./run-tests.sh"}}, "npm test", ""),
+])
+def test_node_runners(tmp_path: Path, package: dict, command: str, parser: str) -> None:
+    """The runner `scripts.test` runs, with its own arguments and the reporter its parser reads."""
+    write_tree(tmp_path, {"package.json": json.dumps(package)})
+    a = analyse(tmp_path)
+    assert (a.test_command, a.log_parser) == (command, parser)
 
 
 def test_c_projects(tmp_path: Path) -> None:

@@ -1,10 +1,11 @@
 """Every log parser on output its framework really printed, with the framework's own counts checked.
 
-Real output is made here where the toolchain runs offline on this machine (pytest, cargo, cmake +
-ctest with gcc, node's test runner, Maven with its local repository). Where it cannot, the input is
-a fixture: jest and vitest JSON captured from real runs on this machine (jest 30.5, vitest 4.1;
-paths replaced by /testbed, stack traces cut), `go test -json` and automake logs written from
-the formats documented by cmd/test2json and the automake manual.
+Real output is made here where the toolchain runs on this machine (pytest, cargo, cmake + ctest
+with gcc, node's test runner, Maven with its local repository; mocha, ava, node-tap and uvu
+installed from the npm registry once per session). Where it cannot, the input is a fixture: jest
+and vitest JSON captured from real runs on this machine (jest 30.5, vitest 4.1; paths replaced by
+/testbed, stack traces cut), `go test -json` and automake logs written from the formats documented
+by cmd/test2json and the automake manual.
 """
 
 from __future__ import annotations
@@ -17,14 +18,16 @@ from pathlib import Path
 import pytest
 from taskrepo import write_tree
 
+from swedojo.schema import TestStatus
+from swedojo.testrun.errors import SummaryMismatchError
 from swedojo.testrun.parsers import (
     PARSERS,
     SUMMARIES,
     check_counts,
+    check_summary,
     counts_of,
     parse_log,
 )
-from swedojo.schema import TestStatus
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -302,8 +305,164 @@ Testsuite summary for demo 1.0
 
 
 def test_every_parser_is_checked_and_counts_add_up() -> None:
-    assert set(PARSERS) == {"pytest", "pytest-junit", "surefire", "gotest", "jest", "vitest", "cargo", "ctest",
-                            "tap", "automake", "unittest"}
+    assert set(PARSERS) == {"pytest", "pytest-junit", "surefire", "gotest", "jest", "vitest", "mocha", "ava",
+                            "node-tap", "tape", "uvu", "cargo", "ctest", "tap", "automake", "unittest"}
+    assert set(PARSERS) - set(SUMMARIES) == {"gotest"}
     counts = counts_of(PYTEST_EXPECTED)
     assert (counts.total, counts.passed, counts.failed, counts.errors, counts.skipped, counts.xfailed) == \
         (8, 4, 1, 1, 1, 1)
+
+
+# --- JavaScript runners, installed from the npm registry once per session -----------------------
+
+JS_RUNNERS = {"mocha": "11", "ava": "6", "tap": "21", "uvu": "0.5", "tape": "5"}
+
+
+@pytest.fixture(scope="session")
+def js_project(tmp_path_factory: pytest.TempPathFactory, npm_cache: Path) -> Path:
+    """A project with mocha, ava, node-tap and uvu installed; each test writes its files in a folder of it."""
+    if shutil.which("npm") is None:
+        pytest.skip("npm is not installed here")
+    root = tmp_path_factory.mktemp("js-runners")
+    (root / "package.json").write_text('{"name": "runners", "version": "1.0.0", "type": "commonjs"}\n')
+    log, code = run(["npm", "install", "--no-audit", "--no-fund", f"--cache={npm_cache}",
+                     *(f"{name}@{version}" for name, version in JS_RUNNERS.items())], root, timeout=600)
+    assert code == 0, log
+    return root
+
+
+def js_run(project: Path, folder: str, files: dict[str, str], command: str) -> tuple[str, int]:
+    write_tree(project / folder, files)
+    return run(["sh", "-c", command], project)
+
+
+def assert_checked(name: str, log: str, results: dict[str, TestStatus], code: int) -> None:
+    """The runner's own summary agrees with the parse, and a forged test or a missed one is caught."""
+    assert check_counts(name, log, results, code) == [], log
+    check_summary(name, log, results)
+    with pytest.raises(SummaryMismatchError, match=f"parser '{name}' read {len(results) - 1}"):
+        check_summary(name, log, dict(list(results.items())[1:]))
+
+
+def test_mocha_json(js_project: Path) -> None:
+    log, code = js_run(js_project, "mocha", {"a.spec.js": """const assert = require('assert');
+describe('math', () => {
+  it('adds', () => assert.strictEqual(1 + 2, 3));
+  it('breaks', () => assert.strictEqual(1 + 2, 4));
+  it.skip('skipped', () => {});
+  it('pending');
+  describe('inner', () => { it('deep # hash', () => { console.log('{"noise": 1}'); }); });
+});
+describe('hooked', () => {
+  before(() => { throw new Error('setup'); });
+  it('never runs', () => {});
+});
+it('top level', () => {});
+"""}, "npx mocha --reporter json mocha/a.spec.js")
+    results = parse_log("mocha", log)
+    assert results == {"a.spec.js::top level": P, "a.spec.js::math adds": P, "a.spec.js::math breaks": F,
+                       "a.spec.js::math skipped": S, "a.spec.js::math pending": S,
+                       "a.spec.js::math inner deep # hash": P,
+                       'a.spec.js::hooked "before all" hook for "never runs"': E}
+    assert code == 2  # mocha exits with the number of failures
+    assert_checked("mocha", log, results, code)
+
+
+def test_ava_tap(js_project: Path) -> None:
+    log, code = js_run(js_project, "ava", {
+        "a.test.js": """const test = require('ava');
+test('adds', t => { t.is(1 + 2, 3); });
+test('breaks', t => { t.is(1 + 2, 4); });
+test.skip('skipped', t => { t.pass(); });
+test.todo('later');
+test('has # hash', t => { t.pass(); });
+""",
+        "b.test.js": "const test = require('ava');\ntest('b works', t => { t.pass(); });\n",
+    }, "npx ava --tap 'ava/*.test.js'")
+    results = parse_log("ava", log)
+    assert results == {"a › adds": P, "a › breaks": F, "a › skipped": S, "a › later": S, "a › has # hash": P,
+                       "b › b works": P}
+    assert code == 1
+    assert_checked("ava", log, results, code)
+    assert check_summary("tap", log, results) is None  # ava's "# tests" is not node's: only a flat plan counts
+
+
+def test_node_tap(js_project: Path) -> None:
+    log, code = js_run(js_project, "nodetap", {
+        "a.test.js": """const t = require('tap');
+t.test('adds', t => { t.equal(1 + 2, 3); t.end(); });
+t.test('breaks', t => { t.equal(1 + 2, 4, 'sum is four'); t.end(); });
+t.test('skipped', { skip: 'later' }, t => { t.end(); });
+t.test('todo one', { todo: true }, t => { t.end(); });
+t.test('group', async t => { t.test('inner ok', async t => { t.pass('fine'); }); });
+""",
+        "c.test.js": """const t = require('tap');
+t.ok(true, 'top assertion');
+t.test('group', async t => { t.test('one', async t => { t.pass('x'); t.pass('y'); }); });
+""",
+    }, "npx tap --reporter=tap --disable-coverage nodetap/")
+    results = parse_log("node-tap", log)
+    assert results == {"nodetap/a.test.js > adds": P, "nodetap/a.test.js > breaks": F,
+                       "nodetap/a.test.js > skipped": S, "nodetap/a.test.js > todo one": S,
+                       "nodetap/a.test.js > group > inner ok": P, "nodetap/c.test.js > top assertion": P,
+                       "nodetap/c.test.js > group > one": P}
+    assert code == 1
+    assert check_counts("node-tap", log, results, code) == [], log
+    check_summary("node-tap", log, results)  # tap counts assertions: 8, one of them failed
+    cut = log.replace("ok 1 - top assertion", "")  # a line lost
+    with pytest.raises(SummaryMismatchError, match="summary counts 8 tests, parser 'node-tap' read 7"):
+        check_summary("node-tap", cut, parse_log("node-tap", cut))
+
+
+def test_tape(js_project: Path) -> None:
+    """tape's points are assertions (its summary counts them); a test is the "# name" above them."""
+    log, code = js_run(js_project, "tape", {"a.js": """const test = require('tape');
+test('adds', t => { t.equal(1 + 2, 3); t.equal(2 + 2, 4); t.end(); });
+test('breaks', t => { t.equal(1 + 2, 4); t.equal(1, 1); t.end(); });
+test('skipped', { skip: true }, t => { t.end(); });
+test('todo one', { todo: true }, t => { t.ok(false); t.end(); });
+test('outer', t => { t.test('inner', st => { st.ok(true, 'fine'); st.end(); }); t.end(); });
+"""}, "npx tape tape/a.js")
+    results = parse_log("tape", log)
+    assert results == {"adds": P, "breaks": F, "skipped": S, "todo one": S, "outer": P, "inner": P}
+    assert code == 1 and check_counts("tape", log, results, code) == []
+    check_summary("tape", log, results)
+    cut = log.replace("ok 2 should be strictly equal", "")  # an assertion line lost
+    with pytest.raises(SummaryMismatchError, match="summary counts 6 tests, parser 'tape' read 5"):
+        check_summary("tape", cut, parse_log("tape", cut))
+
+
+UVU_FILES = {
+    "a.js": """const { test, suite } = require('uvu');
+const assert = require('uvu/assert');
+test('adds', () => { assert.is(1 + 2, 3); });
+test('breaks', () => { assert.is(1 + 2, 4); });
+test.skip('skipped', () => {});
+test.run();
+const Math2 = suite('Math2');
+Math2('mul', () => { assert.is(2 * 3, 6); });
+Math2.run();
+""",
+    "sub/b.js": "const { test } = require('uvu');\ntest.skip('only skipped', () => {});\ntest.run();\n",
+}
+
+
+@pytest.mark.parametrize("color", ["NO_COLOR=1", "FORCE_COLOR=1"])
+def test_uvu_suites(js_project: Path, color: str) -> None:
+    """uvu names only failing tests (in its FAIL lines), so its ids are suites; its Total counts tests."""
+    log, code = js_run(js_project, "uvu", UVU_FILES, f"{color} npx uvu uvu")
+    results = parse_log("uvu", log)
+    assert results == {"a.js": F, "a.js > Math2": P, "sub/b.js": S}
+    assert code == 1 and ("\x1b[" in log) == color.startswith("FORCE")
+    assert check_counts("uvu", log, results, code) == []
+    check_summary("uvu", log, results)
+    cut = log.replace("(1 / 1)", "")  # a suite line the parse could not read: its test goes unaccounted for
+    with pytest.raises(SummaryMismatchError, match="summary counts 3 tests, parser 'uvu' read 2"):
+        check_summary("uvu", cut, parse_log("uvu", cut))
+
+
+def test_a_tap_stream_cut_short_is_caught_by_its_plan() -> None:
+    """A TAP producer other than node is held to its plan (here one whose run died after one point)."""
+    log = "TAP version 13\n1..3\nok 1 - first\n# tests 3\n"
+    with pytest.raises(SummaryMismatchError, match="counts 3 tests, parser 'tap' read 1"):
+        check_summary("tap", log, parse_log("tap", log))

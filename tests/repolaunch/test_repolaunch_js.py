@@ -1,0 +1,189 @@
+"""`dojo launch` of small JavaScript projects made in the test, one per runner real repos use
+(uvu, mocha, node's test runner, vitest, jest, ava, node-tap), with per-test statuses read through the runner's own
+reporter and checked against its summary; runners come from the npm registry (one npm cache for
+the session). Local launches use the host's node; one uvu project launches on the docker backend.
+
+The uvu project is dated 2015, before any uvu release: `npm install --before=<date>` cannot be
+satisfied, and the launch goes on without the bound, saying so in the EnvSpec and the build log.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from launch_helpers import commit_all
+
+from swedojo.repolaunch.launch import launch
+from swedojo.schema import EnvSpec, TestStatus
+
+P, F, S = TestStatus.PASSED, TestStatus.FAILED, TestStatus.SKIPPED
+NOW = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+"""Commit date of the projects whose pin must hold: every release the registry has is older."""
+OLD = "2015-01-01T12:00:00Z"
+"""Commit date before any release of uvu: the date bound cannot be met."""
+
+pytestmark = pytest.mark.skipif(shutil.which("npm") is None, reason="node and npm are not installed here")
+
+UVU = {
+    "package.json": '{"name": "uvu-demo", "version": "1.0.0", "scripts": {"test": "uvu tests"}, '
+                    '"devDependencies": {"uvu": "^0.5.6"}}\n',
+    "tests/math.js": """const { test, suite } = require('uvu');
+const assert = require('uvu/assert');
+test('adds', () => { assert.is(1 + 2, 3); });
+test('known bug', () => { assert.is(1 + 2, 4); });
+test.skip('later', () => {});
+test.run();
+const Mul = suite('Mul');
+Mul('doubles', () => { assert.is(2 * 2, 4); });
+Mul('triples', () => { assert.is(2 * 3, 6); });
+Mul.run();
+""",
+    "tests/text.js": """const { test } = require('uvu');
+const assert = require('uvu/assert');
+test('upper', () => { assert.is('a'.toUpperCase(), 'A'); });
+test.run();
+""",
+}
+UVU_STATUSES = {"math.js": F, "math.js > Mul": P, "text.js": P}
+
+MOCHA = {
+    "package.json": '{"name": "mocha-demo", "version": "1.0.0", "scripts": {"test": "mocha --reporter spec test/"}, '
+                    '"devDependencies": {"mocha": "^11"}}\n',
+    "test/math.spec.js": """const assert = require('assert');
+describe('math', () => {
+  it('adds', () => assert.strictEqual(1 + 2, 3));
+  it('known bug', () => assert.strictEqual(1 + 2, 4));
+  it.skip('later', () => {});
+  describe('inner', () => { it('nests', () => {}); });
+});
+""",
+}
+NODE_TEST = {
+    "package.json": '{"name": "node-demo", "version": "1.0.0", "scripts": {"test": "node --test test/"}}\n',
+    "test/math.test.js": """const test = require('node:test');
+const assert = require('node:assert');
+test('adds', () => assert.strictEqual(1 + 2, 3));
+test('known bug', () => assert.strictEqual(1 + 2, 4));
+test('later', { skip: true }, () => {});
+test.describe('group', () => { test.it('nests', () => {}); });
+""",
+}
+VITEST = {
+    "package.json": '{"name": "vitest-demo", "version": "1.0.0", "type": "module", "scripts": {"test": "vitest"}, '
+                    '"devDependencies": {"vitest": "^3"}}\n',
+    "test/math.test.js": """import { describe, it, expect } from 'vitest';
+describe('math', () => {
+  it('adds', () => expect(1 + 2).toBe(3));
+  it('known bug', () => expect(1 + 2).toBe(4));
+  it.skip('later', () => {});
+});
+it('top', () => {});
+""",
+}
+JEST = {
+    "package.json": '{"name": "jest-demo", "version": "1.0.0", "scripts": {"test": "jest --verbose"}, '
+                    '"devDependencies": {"jest": "^30"}}\n',
+    "math.test.js": """describe('math', () => {
+  test('adds', () => expect(1 + 2).toBe(3));
+  test('known bug', () => expect(1 + 2).toBe(4));
+  test.skip('later', () => {});
+});
+""",
+}
+AVA = {
+    "package.json": '{"name": "ava-demo", "version": "1.0.0", "scripts": {"test": "ava"}, '
+                    '"devDependencies": {"ava": "^6"}}\n',
+    "test/math.js": """const test = require('ava');
+test('adds', t => { t.is(1 + 2, 3); });
+test('known bug', t => { t.is(1 + 2, 4); });
+test.skip('later', t => { t.pass(); });
+""",
+}
+NODE_TAP = {
+    "package.json": '{"name": "tap-demo", "version": "1.0.0", "scripts": {"test": "tap test/*.js"}, '
+                    '"devDependencies": {"tap": "^21"}}\n',
+    "test/math.js": """const t = require('tap');
+t.test('adds', t => { t.equal(1 + 2, 3); t.equal(2 + 2, 4); t.end(); });
+t.test('known bug', t => { t.equal(1 + 2, 4); t.end(); });
+t.test('later', { skip: true }, t => { t.end(); });
+""",
+}
+CASES = {
+    "mocha": (MOCHA, "npx mocha test/ --reporter json", {
+        "math.spec.js::math adds": P, "math.spec.js::math known bug": F, "math.spec.js::math later": S,
+        "math.spec.js::math inner nests": P}),
+    "tap": (NODE_TEST, "node --test --test-reporter=tap test/", {
+        "adds": P, "known bug": F, "later": S, "group > nests": P}),
+    "jest": (JEST, "npx jest --verbose --ci --json", {
+        "math.test.js::math > adds": P, "math.test.js::math > known bug": F, "math.test.js::math > later": S}),
+    "ava": (AVA, "npx ava --tap", {"adds": P, "known bug": F, "later": S}),  # one file: ava names no file
+    "node-tap": (NODE_TAP, "npx tap test/*.js --reporter=tap --disable-coverage", {
+        "test/math.js > adds": P, "test/math.js > known bug": F, "test/math.js > later": S}),
+    "vitest": (VITEST, "npx vitest run --reporter=json", {
+        "math.test.js::math > adds": P, "math.test.js::math > known bug": F, "math.test.js::math > later": S,
+        "math.test.js::top": P}),
+}
+
+
+def _launch(repo: Path, out: Path, backend: str, cache: Path) -> EnvSpec:
+    return launch(str(repo), out, backend=backend, cache_dir=cache / "envs")
+
+
+@pytest.mark.parametrize("parser", list(CASES))
+def test_a_runner_launches_with_per_test_results(make_repo, tmp_path: Path, env_cache: Path, npm_env: dict,
+                                                 parser: str) -> None:
+    files, command, statuses = CASES[parser]
+    spec = _launch(make_repo(parser, files, NOW), tmp_path / "out", "local", env_cache)
+    assert (spec.test_command, spec.log_parser) == (command, parser)
+    assert spec.test_status == statuses
+    assert spec.pins_dropped == [] and spec.resolution_date == NOW and spec.attempts == []
+    assert "count check" not in (tmp_path / "out" / "build.log").read_text()  # summary, parse and exit code agree
+
+
+@pytest.mark.parametrize("backend", ["local", pytest.param("docker", marks=pytest.mark.docker)])
+def test_a_uvu_project_older_than_its_runner_launches_with_the_date_bound_dropped(
+        make_repo, tmp_path: Path, env_cache: Path, npm_env: dict, backend: str) -> None:
+    spec = _launch(make_repo("uvu", UVU, OLD), tmp_path / "out", backend, env_cache)
+    assert (spec.test_command, spec.log_parser) == ("npx uvu tests", "uvu")
+    assert spec.test_status == UVU_STATUSES  # uvu names only failing tests: its ids are suites
+    assert spec.install_commands == ["npm install"] and spec.resolution_date == ""
+    assert len(spec.pins_dropped) == 1 and spec.pins_dropped[0].startswith(f"npm: {OLD}: npm error code E"), \
+        spec.pins_dropped
+    assert len(spec.attempts) == 1 and f"npm install --before={OLD}" in spec.attempts[0]
+    assert spec.resolved_dependencies["uvu"].startswith("0.5.")
+    log = (tmp_path / "out" / "build.log").read_text()
+    assert f"the registry cannot resolve as of {OLD}" in log and "the date bound is dropped" in log
+
+
+LOCKED = {
+    "package.json": '{"name": "locked", "version": "1.0.0", "scripts": {"test": "node --test"}, '
+                    '"dependencies": {"is-number": "^7.0.0"}}\n',
+    "index.js": "const isNumber = require('is-number');\nexports.twice = (x) => (isNumber(x) ? 2 * x : NaN);\n",
+    "test/twice.test.js": """const test = require('node:test');
+const assert = require('node:assert');
+const { twice } = require('..');
+test('doubles', () => assert.strictEqual(twice(2), 4));
+test('text is NaN', () => assert.ok(Number.isNaN(twice('x'))));
+""",
+}
+
+
+@pytest.mark.parametrize(("manager", "lock", "install"), [
+    ("pnpm", "npx --yes pnpm@9 install --lockfile-only", "npx --yes pnpm@9 install --frozen-lockfile"),
+    ("yarn", "npx --yes yarn@1 install --ignore-scripts", "npx --yes yarn@1 install --frozen-lockfile"),
+], ids=["pnpm", "yarn"])
+def test_a_lock_file_of_pnpm_or_yarn_is_installed_with_its_own_tool(make_repo, tmp_path: Path, env_cache: Path,
+                                                                    npm_env: dict, manager: str, lock: str,
+                                                                    install: str) -> None:
+    """The tool comes from the npm registry through npx; the lock file is written by it here."""
+    repo = make_repo(manager, LOCKED, NOW)
+    subprocess.run(lock, shell=True, cwd=repo, check=True, capture_output=True, env=npm_env, timeout=300)
+    shutil.rmtree(repo / "node_modules", ignore_errors=True)
+    commit_all(repo, "lock file", NOW)
+    spec = _launch(repo, tmp_path / "out", "local", env_cache)
+    assert (spec.build_system, spec.install_commands) == (manager, [install])
+    assert spec.test_status == {"doubles": P, "text is NaN": P}
