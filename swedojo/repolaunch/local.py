@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -63,7 +64,8 @@ MIN_PYTHON = (3, 9)
 """Oldest interpreter swedojo's pip can drive with `--python`."""
 _PASS_THROUGH = ("LANG", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT", "PIP_INDEX_URL",
                  "PIP_CACHE_DIR", "PIP_DEFAULT_TIMEOUT", "NODE_EXTRA_CA_CERTS", "http_proxy", "https_proxy",
-                 "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "npm_config_cache")
+                 "no_proxy", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "npm_config_cache", "PIP_EXTRA_INDEX_URL",
+                 "npm_config_registry")
 
 
 BUILD_LIMITS = SandboxConfig(network=True, memory_mb=8192, pids=4096, cpus=float(os.cpu_count() or 1),
@@ -193,6 +195,22 @@ def find_runtime(analysis: RepoAnalysis, log: BuildLog) -> Runtime:
     return found
 
 
+_INDEX_SETTINGS = ("PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "npm_config_registry", "http_proxy", "https_proxy",
+                   "HTTP_PROXY", "HTTPS_PROXY")
+
+
+def _mirror_ports(variables: dict[str, str]) -> list[int]:
+    """Ports of the host's loopback where the operator's settings put a package index or a proxy (a
+    local mirror): the install steps' sandbox, in a network of its own, gets them relayed."""
+    ports: set[int] = set()
+    for name in _INDEX_SETTINGS:
+        for url in variables.get(name, "").split():
+            parts = urllib.parse.urlsplit(url)
+            if parts.hostname and (parts.hostname == "localhost" or parts.hostname.startswith("127.")):
+                ports.add(parts.port or (443 if parts.scheme == "https" else 80))
+    return sorted(ports)
+
+
 def _install_env(language: str, root: Path, pinned: bool) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k in _PASS_THROUGH or (not pinned and k.startswith("PIP_"))}
     env.update(PATH=os.environ.get("PATH", "/usr/bin:/bin"), PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1",
@@ -268,7 +286,7 @@ def _build(checkout: Path, env: LocalEnv, log: BuildLog, timeout: float) -> Loca
         variables = _install_env(env.language, env.root, pinned=bool(env.resolution_date))
         if env.resolution_date:
             log.write(f"resolving as of {env.resolution_date} (PyPI upload times / npm --before)\n")
-        limits = BUILD_LIMITS.model_copy(update={"total_time_s": timeout})
+        limits = BUILD_LIMITS.model_copy(update={"total_time_s": timeout, "host_ports": _mirror_ports(variables)})
         confinement = LocalConfinement(limits, Path(tempfile.mkdtemp(prefix="swedojo-build-")), checkout,
                                        writable=(env.root,))
         try:

@@ -24,6 +24,10 @@ class SandboxConfig(BaseModel):
 
     network: bool = False
     """Allow network access from inside (off by default)."""
+    host_ports: list[int] = Field(default_factory=list)
+    """Ports of the host's loopback the sandbox may reach while the network is on (a package
+    mirror the operator serves there); every other host address stays out of reach where the
+    backend gives the sandbox a network of its own (local: relayed into it)."""
     standins: bool = False
     """Resolve the public test services' host names to loopback and mount their stand-ins
     (`sandboxes.standins`; docker only, the backend says when it cannot)."""

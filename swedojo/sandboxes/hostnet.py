@@ -19,12 +19,18 @@ namespace as root (it drops to nobody and fails to map the user namespace), join
 by a process stripped of every capability, and in the foreground says not when the namespace is
 ready (in the background it outlives the harness); slirp4netns has `--ready-fd` and `--exit-fd`.
 
+A port of the host's loopback the operator names (`SandboxConfig.host_ports`: a package mirror
+served there) is relayed into the namespace's loopback by a thread of ours (`_Relay`): the
+sandbox reaches that port and no other.
+
 In any namespace the read-only root shows the host's files, and a Unix socket bound at a path is
 connectable through its file: `bound_sockets` lists those for bubblewrap to cover.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import functools
 import os
 import select
@@ -32,7 +38,9 @@ import socket
 import stat
 import subprocess
 import tempfile
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
@@ -65,6 +73,7 @@ class PrivateNetwork:
         watched, self._lifeline = os.pipe()
         self._holder: subprocess.Popen[bytes] | None = None
         self._slirp: subprocess.Popen[bytes] | None = None
+        self._relays: list[socket.socket] = []
         env = {"PATH": SYSTEM_PATH}
         try:
             argv = [tool("unshare"), "--net", "--", tool("sh"), "-c", _HOLD, "hold", tool("ip"), *host_only_networks()]
@@ -97,13 +106,26 @@ class PrivateNetwork:
         finally:
             os.close(watched)
 
+    def relay(self, port: int) -> None:
+        """Make port `port` of the host's loopback reachable at the same port of this namespace's."""
+        assert self._holder is not None
+        with _in_namespace(f"/proc/{self._holder.pid}/ns/net"):
+            listener = socket.create_server(("127.0.0.1", port))
+        self._relays.append(listener)
+        threading.Thread(target=_relay, args=(listener, port), name=f"swedojo-relay-{port}", daemon=True).start()
+
     def enter(self, argv: list[str]) -> list[str]:
         """`argv` run in this namespace (nsenter needs root: put it before any change of uid)."""
         assert self._holder is not None
         return [tool("nsenter"), f"--net=/proc/{self._holder.pid}/ns/net", "--", *argv]
 
     def close(self) -> None:
-        """End slirp4netns and the namespace's holder; idempotent."""
+        """End the relays, slirp4netns and the namespace's holder; idempotent."""
+        for listener in self._relays:
+            with contextlib.suppress(OSError):
+                listener.shutdown(socket.SHUT_RDWR)
+            listener.close()
+        self._relays = []
         if self._lifeline >= 0:
             os.close(self._lifeline)
             self._lifeline = -1
@@ -118,6 +140,54 @@ class PrivateNetwork:
             if process.stdout is not None:
                 process.stdout.close()
         self._slirp = self._holder = None
+
+
+_CLONE_NEWNET = 0x40000000
+
+
+@contextlib.contextmanager
+def _in_namespace(path: str) -> Iterator[None]:
+    """This thread in the network namespace at `path` (sockets made meanwhile stay in it), then back."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    with open("/proc/thread-self/ns/net") as home, open(path) as there:
+        if libc.setns(there.fileno(), _CLONE_NEWNET) != 0:
+            raise NetworkSetupError(f"cannot enter {path}: {os.strerror(ctypes.get_errno())}")
+        try:
+            yield
+        finally:
+            if libc.setns(home.fileno(), _CLONE_NEWNET) != 0:
+                raise NetworkSetupError(f"cannot leave {path}: {os.strerror(ctypes.get_errno())}")
+
+
+def _relay(listener: socket.socket, port: int) -> None:
+    """Accept on `listener` (in a sandbox's namespace) until it is closed; carry each connection to
+    the host's loopback `port` and back."""
+    while True:
+        try:
+            inside, _ = listener.accept()
+        except OSError:
+            return
+        try:
+            outside = socket.create_connection(("127.0.0.1", port), timeout=10)
+        except OSError:
+            inside.close()
+            continue
+        outside.settimeout(None)
+        for source, sink in ((inside, outside), (outside, inside)):
+            threading.Thread(target=_pump, args=(source, sink), daemon=True).start()
+
+
+def _pump(source: socket.socket, sink: socket.socket) -> None:
+    """Copy `source` to `sink` until either ends; then end both."""
+    try:
+        while data := source.recv(1 << 16):
+            sink.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for end in (source, sink):
+            with contextlib.suppress(OSError):
+                end.shutdown(socket.SHUT_RDWR)
 
 
 def _wait_for(fd: int, word: bytes, process: subprocess.Popen[bytes], errors: IO[bytes], what: str) -> None:

@@ -125,7 +125,7 @@ class LocalConfinement:
     to us then (no later sandbox's uid may own it)."""
 
     def __init__(self, config: SandboxConfig, root: Path, workdir: Path, *, writable: tuple[Path, ...] = (),
-                 bubblewrap: bool = True, uncapped: str = "not a sandbox's work tree") -> None:
+                 bubblewrap: bool = True, uncapped: str | None = None) -> None:
         self.config = config
         self.workdir = str(workdir)
         self._root = root
@@ -140,6 +140,8 @@ class LocalConfinement:
             self._prepare_dirs()
             if self.isolation.network_via:
                 self._network = PrivateNetwork()
+                for port in self.config.host_ports:
+                    self._network.relay(port)
                 resolv_conf(self._root / "resolv.conf")
         except BaseException:
             self.close()
@@ -496,9 +498,10 @@ def _cap(path: Path, disk_mb: int) -> None:
 
 
 def _plan(config: SandboxConfig, bubblewrap: bool, cgroup: Cgroup | None, why: str,
-          uncapped: str = "") -> LocalIsolation:
+          uncapped: str | None = None) -> LocalIsolation:
     """What can be put in force here for `config`, with `cgroup` (or `why` there is none) and a
-    capped work tree (or `uncapped` says why not)."""
+    capped work tree ("" for `uncapped`; else why not; None: no work tree of a sandbox's, e.g. a
+    build's checkout)."""
     missing: list[str] = []
     root = os.getuid() == 0
     uid = UID_BASE + secrets.randbelow(1 << 20) if root else os.getuid()
@@ -547,6 +550,6 @@ def _plan(config: SandboxConfig, bubblewrap: bool, cgroup: Cgroup | None, why: s
         rlimits=rlimits,
         cgroup=limits,
         disk_mb=({"/tmp": config.disk_mb, "/dev/shm": config.disk_mb} if problem is None else {})
-        | ({} if uncapped else {"work tree (beyond the checkout)": config.disk_mb}),
+        | ({"work tree (beyond the checkout)": config.disk_mb} if uncapped == "" else {}),
         missing=missing,
     )

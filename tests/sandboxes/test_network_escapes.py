@@ -22,6 +22,7 @@ import pytest
 from sandbox_helpers import BACKENDS, ESCAPE_CONFIG, make_sandbox
 
 from swedojo.sandboxes.base import Sandbox
+from swedojo.sandboxes.hostnet import nat_problem
 
 ON_OFF = [pytest.param(True, id="network-on"), pytest.param(False, id="network-off")]
 
@@ -124,6 +125,28 @@ def test_the_hosts_loopback_is_out_of_reach_with_the_network_on(name: str, git_r
         rows = tries(sandbox, [f"127.0.0.1:{port}", f"localhost:{port}"])
     assert all(row.startswith("refused") for row in rows.values()), rows
     assert tcp_on.only_the_host_got_through(("127.0.0.1", port))
+
+
+def test_a_host_port_the_operator_names_is_the_only_one_reached(git_repo: Path) -> None:
+    """`SandboxConfig.host_ports` (a package mirror served on the host's loopback): that port is
+    relayed into the local sandbox's own network, and no other port of the host is reached."""
+    if (problem := nat_problem()) is not None:
+        pytest.skip(f"no private network here: {problem}")
+    named, other = Listener(socket.create_server(("127.0.0.1", 0))), Listener(socket.create_server(("127.0.0.1", 0)))
+    try:
+        ports = [listener.server.getsockname()[1] for listener in (named, other)]
+        config = ESCAPE_CONFIG.model_copy(update={"network": True, "host_ports": ports[:1]})
+        with make_sandbox("local", git_repo, config) as sandbox:
+            rows = tries(sandbox, [f"127.0.0.1:{port}" for port in ports])
+        assert rows[f"127.0.0.1:{ports[0]}"] == "connected" and rows[f"127.0.0.1:{ports[1]}"].startswith("refused"), rows
+        deadline = time.monotonic() + 30
+        while b"sandbox" not in named.arrived and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert named.arrived == [b"sandbox"], named.arrived
+        assert other.only_the_host_got_through(("127.0.0.1", ports[1]))
+    finally:
+        named.close()
+        other.close()
 
 
 DOCKER_BRIDGE_REACHES_THE_HOST = pytest.mark.xfail(
