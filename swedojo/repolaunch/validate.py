@@ -14,7 +14,7 @@ from swedojo.repolaunch.buildlog import BuildLog
 from swedojo.repolaunch.errors import DiscoveryError, ValidateError
 from swedojo.sandboxes.base import Sandbox
 from swedojo.schema import EnvSpec, TestStatus
-from swedojo.testrun.parsers import WORST_FIRST, check_counts
+from swedojo.testrun.parsers import WORST_FIRST, check_counts, summary_mismatches
 from swedojo.testrun.run import SuiteRun, TestRunError, passed, run_suite, run_tests
 
 
@@ -27,6 +27,12 @@ class Baseline(BaseModel):
     """Tests whose status differed between runs, or that were missing from some run."""
     count_problems: list[list[str]] = Field(default_factory=list)
     """`check_counts` findings per run (empty lists when parse, summary and exit code agree)."""
+
+
+STRICT_COUNTS = ("gotest", "cargo", "ctest", "surefire")
+"""Runners whose summary counts each test once: a parse that does not reproduce it missed or made
+up tests, and the launch stops rather than guess (pytest's counts a test that passed and then
+errored in teardown twice, so its mismatches are only logged)."""
 
 
 def merge_runs(runs: list[dict[str, TestStatus]]) -> tuple[dict[str, TestStatus], list[str]]:
@@ -66,6 +72,9 @@ def validate(sandbox: Sandbox, spec: EnvSpec, log: BuildLog, runs: int = 2, time
             raise DiscoveryError(
                 f"`{run.command}` (exit {run.exit_code}) gave no test results for parser {spec.log_parser!r}",
                 log.path)
+        if spec.log_parser in STRICT_COUNTS and (wrong := summary_mismatches(spec.log_parser, run.log, run.statuses)):
+            raise DiscoveryError(f"test run {index + 1}: the {spec.log_parser} results do not account for the "
+                                 f"runner's own summary ({'; '.join(wrong)})", log.path)
         found = check_counts(spec.log_parser, run.log, run.statuses, run.exit_code)
         for problem in found:
             log.write(f"count check: {problem}\n")

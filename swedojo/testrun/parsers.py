@@ -202,24 +202,59 @@ def _json_lines(log: str) -> Iterator[dict[str, Any]]:
                 yield event
 
 
+_GO_VERDICT = re.compile(r"^\s*--- (PASS|FAIL|SKIP): (\S+)")
+_GO_BROKEN = re.compile(r"^FAIL\s+(\S+) \[(?:build|setup) failed\]")
+"""A package that did not build: go prints this line outside the JSON events before Go 1.24."""
+_GO_STATUS = {"pass": TestStatus.PASSED, "fail": TestStatus.FAILED, "skip": TestStatus.SKIPPED}
+
+
+def _go_output(log: str) -> Iterator[str]:
+    """The lines go test itself printed: the JSON events' output, and lines outside the events."""
+    for line in log.splitlines():
+        if not line.lstrip().startswith("{"):
+            yield line
+    for event in _json_lines(log):
+        if event.get("Action") == "output":
+            yield from str(event.get("Output", "")).splitlines()
+
+
 def parse_go_test(log: str) -> dict[str, TestStatus]:
     """`go test -json` events; a package that fails with no failing test (build error) is an ERROR."""
     results: dict[str, TestStatus] = {}
     failed_packages: list[str] = []
-    statuses = {"pass": TestStatus.PASSED, "fail": TestStatus.FAILED, "skip": TestStatus.SKIPPED}
     for event in _json_lines(log):
         action, package, test = event.get("Action"), event.get("Package", ""), event.get("Test")
-        if action not in statuses:
+        if action not in _GO_STATUS:
             continue
         if test:
-            _record(results, f"{package}::{test}", statuses[action])
+            _record(results, f"{package}::{test}", _GO_STATUS[action])
         elif action == "fail":
             failed_packages.append(package)
+    failed_packages += [m.group(1) for line in _go_output(log) if (m := _GO_BROKEN.match(line))]
     for package in failed_packages:
         if not any(test.startswith(f"{package}::") and status == TestStatus.FAILED
                    for test, status in results.items()):
             _record(results, package, TestStatus.ERROR)
     return results
+
+
+def summary_go_test(log: str) -> Counts | None:
+    """go's own verdict lines ("--- PASS: TestA (0.00s)", subtests indented) and its failed
+    packages; a package that failed without any test's failing verdict (a build error, a panic
+    outside tests) counts once as failed."""
+    verdicts: dict[str, str] = {}
+    for event in _json_lines(log):
+        if event.get("Action") == "output" and (match := _GO_VERDICT.match(str(event.get("Output", "")))):
+            verdicts[f"{event.get('Package', '')}::{match.group(2)}"] = match.group(1)
+    failed = {e.get("Package", "") for e in _json_lines(log) if e.get("Action") == "fail" and not e.get("Test")}
+    failed |= {m.group(1) for line in _go_output(log) if (m := _GO_BROKEN.match(line))}
+    if not verdicts and not failed:
+        return None
+    untested = sum(1 for package in failed
+                   if not any(t.startswith(f"{package}::") and v == "FAIL" for t, v in verdicts.items()))
+    tally = Counter(verdicts.values())
+    return Counts(total=len(verdicts) + untested, passed=tally["PASS"], failed=tally["FAIL"] + untested,
+                  skipped=tally["SKIP"])
 
 
 # --- jest / vitest JSON reporters ---------------------------------------------------------------
@@ -518,6 +553,7 @@ SUMMARIES: dict[str, Callable[[str], Counts | None]] = {
     "pytest": summary_pytest,
     "pytest-junit": summary_junit,
     "surefire": summary_junit,
+    "gotest": summary_go_test,
     "jest": summary_jest,
     "vitest": summary_jest,
     "cargo": summary_cargo,
@@ -526,7 +562,7 @@ SUMMARIES: dict[str, Callable[[str], Counts | None]] = {
     "automake": summary_automake,
     "unittest": summary_unittest,
 }
-"""Readers of each framework's own totals; `go test -json` prints none."""
+"""Readers of each framework's own totals."""
 
 
 class UnknownParserError(KeyError):
@@ -545,6 +581,22 @@ def parse_log(name: str, log: str) -> dict[str, TestStatus]:
 _FAILING = (TestStatus.FAILED, TestStatus.ERROR)
 
 
+def summary_mismatches(name: str, log: str, results: dict[str, TestStatus]) -> list[str]:
+    """Every count the framework's own summary states that `results` does not reproduce (failures
+    include errors when the framework does not count errors apart); empty when all agree or the
+    log has no summary."""
+    if name not in PARSERS:
+        raise UnknownParserError(f"unknown log parser {name!r}; known: {', '.join(sorted(PARSERS))}")
+    summary = SUMMARIES[name](log) if name in SUMMARIES else None
+    if summary is None:
+        return []
+    got = counts_of(results).model_dump()
+    if summary.errors is None:
+        got["failed"] += got["errors"]
+    return [f"{field}: summary says {value}, parsed {got[field]}"
+            for field, value in summary.model_dump().items() if value is not None and value != got[field]]
+
+
 def check_counts(name: str, log: str, results: dict[str, TestStatus], exit_code: int | None) -> list[str]:
     """Problems that make `results` doubtful; empty when parse, summary and exit code agree.
 
@@ -553,19 +605,7 @@ def check_counts(name: str, log: str, results: dict[str, TestStatus], exit_code:
     tests, or non-zero with nothing failing, means some result was not read (or was forged).
     pytest counts a test that passed and then errored in teardown twice; such a run is flagged.
     """
-    if name not in PARSERS:
-        raise UnknownParserError(f"unknown log parser {name!r}; known: {', '.join(sorted(PARSERS))}")
-    problems: list[str] = []
-    summary = SUMMARIES[name](log) if name in SUMMARIES else None
-    parsed = counts_of(results)
-    if summary is not None:
-        expected = summary.model_dump()
-        got = parsed.model_dump()
-        if summary.errors is None:
-            got["failed"] += got["errors"]
-        for field, value in expected.items():
-            if value is not None and value != got[field]:
-                problems.append(f"{field}: summary says {value}, parsed {got[field]}")
+    problems = summary_mismatches(name, log, results)
     failing = sum(1 for status in results.values() if status in _FAILING)
     if exit_code is None:
         problems.append("the test command did not finish (timeout or killed)")

@@ -17,14 +17,16 @@ from pathlib import Path
 import pytest
 from taskrepo import write_tree
 
+from swedojo.schema import TestStatus
 from swedojo.testrun.parsers import (
     PARSERS,
     SUMMARIES,
+    Counts,
     check_counts,
     counts_of,
     parse_log,
+    summary_mismatches,
 )
-from swedojo.schema import TestStatus
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -228,9 +230,23 @@ def test_go_test_json() -> None:
         "example.com/calc::TestDiv/by_zero": F, "example.com/calc::TestSlow": S,
         "example.com/calc/strutil::TestReverse": P, "example.com/calc/broken": E,
     }
-    assert "gotest" not in SUMMARIES  # go test -json prints no totals: only the exit code is checked
+    # go's own verdict lines and failed packages: 6 verdicts and a package that did not build
+    assert SUMMARIES["gotest"](log) == Counts(total=7, passed=3, failed=3, skipped=1)
     assert check_counts("gotest", log, results, 1) == []
     assert check_counts("gotest", log, results, 0) == ["exit code 0 but 3 test(s) failed"]
+    missed = {k: v for k, v in results.items() if k != "example.com/calc::TestSlow"}
+    assert summary_mismatches("gotest", log, missed) == ["total: summary says 7, parsed 6",
+                                                         "skipped: summary says 1, parsed 0"]
+
+
+def test_go_build_failure_printed_outside_the_events() -> None:
+    """Before Go 1.24, a package that does not build is only a plain line among the JSON events."""
+    log = ('# example.com/m/bad\nbad/bad.go:3:1: syntax error\nFAIL\texample.com/m/bad [build failed]\n'
+           '{"Action":"output","Package":"example.com/m","Test":"TestOk","Output":"--- PASS: TestOk (0.00s)\\n"}\n'
+           '{"Action":"pass","Package":"example.com/m","Test":"TestOk"}\n')
+    results = parse_log("gotest", log)
+    assert results == {"example.com/m::TestOk": P, "example.com/m/bad": E}
+    assert check_counts("gotest", log, results, 2) == []
 
 
 UNITTEST_SUITE = {
