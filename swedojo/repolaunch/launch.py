@@ -253,12 +253,17 @@ class _DockerBuilder:
                                log.path)
 
     def runtimes(self, analysis: RepoAnalysis, log: BuildLog) -> list[str]:
-        """The admitted Pythons a Debian release ships, in the analysis's order (another language:
-        the runtime of the release its images are made from)."""
+        """The admitted Pythons a Debian release ships, in the analysis's order; Go and Rust: the
+        toolchains of the releases that satisfy the project, oldest first (another language: the
+        runtime of the release its images are made from)."""
         from swedojo.repolaunch.images import docker_runtime, python_runtimes
 
         if analysis.language != "python":
-            return [docker_runtime(analysis)[1]]
+            try:
+                return analysis.runtime_allowed if analysis.language in ("go", "rust") and analysis.runtime_allowed \
+                    else [docker_runtime(analysis)[1]]
+            except NoRuntimeError as exc:
+                raise NoRuntimeError(exc.message, log.path) from exc
 
         found = python_runtimes(analysis)
         if not found:
@@ -376,9 +381,12 @@ _NO_DISTRIBUTION = re.compile(r"No matching distribution found for (\S+)")
 
 
 _INTERPRETER_TROUBLE = re.compile(r"Traceback \(most recent call last\)|INTERNALERROR|SyntaxError|ImportError"
-                                  r"|No matching distribution found|Requires-Python|requires a different Python")
-"""A failed attempt another interpreter may cure: the code, its runner or a dependency broke on
-this one, or the index has no release of a requirement for it."""
+                                  r"|No matching distribution found|Requires-Python|requires a different Python"
+                                  r"|note: module requires Go|go\.mod requires go|requires rustc \d"
+                                  r"|is not supported by the following package|feature `edition\d+` is required")
+"""A failed attempt another interpreter or toolchain may cure: the code, its runner or a
+dependency broke on this one, or the index has no release of a requirement for it, or a module
+or crate asks for a newer Go or rustc."""
 
 
 def _since(log: BuildLog, offset: int) -> str:

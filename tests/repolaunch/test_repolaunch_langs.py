@@ -1,0 +1,139 @@
+"""Docker launches of Go, Rust, C and Java repositories made in the test: toolchains from the Debian
+release the repo's metadata asks for, per-test results from each runner's own output checked
+against its summary. Runtime layers (Debian's golang, rustc, gcc + cmake) are shared with every
+other launch on the engine.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from launch_helpers import DATE
+
+from swedojo.repolaunch.errors import DiscoveryError
+from swedojo.repolaunch.launch import launch
+from swedojo.schema import TestStatus
+
+pytestmark = pytest.mark.docker
+P, F, S = TestStatus.PASSED, TestStatus.FAILED, TestStatus.SKIPPED
+
+GO_MODULE = {
+    "go.mod": "module example.com/calc\n\ngo 1.18\n\nrequire example.com/greet v1.0.0\n",
+    # a vendored dependency: nothing to download, go test -mod=vendor
+    "vendor/modules.txt": "# example.com/greet v1.0.0\n## explicit\nexample.com/greet\n",
+    "vendor/example.com/greet/greet.go": 'package greet\n\nfunc Hello() string { return "hello" }\n',
+    "calc.go": "package calc\n\nimport \"example.com/greet\"\n\nfunc Add(a, b int) int { return a + b }\n\n"
+               "func Greeting() string { return greet.Hello() }\n",
+    "calc_test.go": """package calc
+
+import "testing"
+
+func TestAdd(t *testing.T) {
+	if Add(1, 2) != 3 {
+		t.Fatal("1+2")
+	}
+}
+
+func TestKnownBug(t *testing.T) {
+	if Add(1, 1) != 3 {
+		t.Fatal("1+1 is not 3")
+	}
+}
+
+func TestGreeting(t *testing.T) {
+	for _, name := range []string{"plain", "again"} {
+		t.Run(name, func(t *testing.T) {
+			if Greeting() != "hello" {
+				t.Fatal(Greeting())
+			}
+		})
+	}
+}
+
+func TestLater(t *testing.T) { t.Skip("later") }
+""",
+}
+CRATE = {
+    "Cargo.toml": '[package]\nname = "calc"\nversion = "0.1.0"\nedition = "2021"\n',
+    ".gitignore": "target/\n",
+    "src/lib.rs": """/// Adds.
+///
+/// ```
+/// assert_eq!(calc::add(2, 2), 4);
+/// ```
+pub fn add(a: i32, b: i32) -> i32 {
+    a + b
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn adds() {
+        assert_eq!(super::add(1, 2), 3);
+    }
+
+    #[test]
+    fn known_bug() {
+        assert_eq!(super::add(1, 1), 3);
+    }
+
+    #[test]
+    #[ignore]
+    fn later() {}
+}
+""",
+    "tests/outside.rs": "#[test]\nfn from_outside() {\n    assert_eq!(calc::add(2, 3), 5);\n}\n",
+}
+CMAKE = {
+    "CMakeLists.txt": "cmake_minimum_required(VERSION 3.10)\nproject(calc C)\nenable_testing()\n"
+                      "add_executable(check_add check_add.c)\nadd_test(NAME add_works COMMAND check_add 1 2 3)\n"
+                      "add_test(NAME known_bug COMMAND check_add 1 1 3)\nadd_test(NAME zero COMMAND check_add 0 0 0)\n",
+    "check_add.c": "#include <stdio.h>\n#include <stdlib.h>\nint main(int argc, char **argv) {\n"
+                   "  if (atoi(argv[1]) == 1 && atoi(argv[2]) == 1) puts(FORGED);\n"
+                   "  return argc == 4 && atoi(argv[1]) + atoi(argv[2]) == atoi(argv[3]) ? 0 : 1;\n}\n",
+    ".gitignore": "build/\n",
+}
+def _launch(repo: Path, out: Path, env_cache: Path):
+    return launch(str(repo), out, backend="docker", cache_dir=env_cache / "envs")
+
+
+def test_go_module_with_vendored_dependency(make_repo, tmp_path: Path, env_cache: Path) -> None:
+    """go 1.18 in go.mod: bookworm's Go 1.19 is the oldest that builds it; vendor/ needs no proxy."""
+    spec = _launch(make_repo("calc-go", GO_MODULE, DATE), tmp_path / "out", env_cache)
+    mod = "example.com/calc::"
+    assert spec.test_status == {f"{mod}TestAdd": P, f"{mod}TestKnownBug": F, f"{mod}TestGreeting": P,
+                                f"{mod}TestGreeting/plain": P, f"{mod}TestGreeting/again": P, f"{mod}TestLater": S}
+    assert (spec.base_image, spec.runtime_version) == ("swedojo/base:bookworm", "1.19")
+    assert spec.install_commands == [] and spec.test_command == "go test -mod=vendor -json ./..."
+    assert spec.env_vars["GOPROXY"] == "off" and spec.flaky_tests == [] and spec.network_tests == []
+
+
+def test_cargo_crate_per_test_results(make_repo, tmp_path: Path, env_cache: Path) -> None:
+    """edition 2021 needs rustc 1.56: bookworm's 1.63; unit, integration and doc tests, each by binary."""
+    spec = _launch(make_repo("calc-rs", CRATE, DATE), tmp_path / "out", env_cache)
+    assert spec.test_status == {"calc::tests::adds": P, "calc::tests::known_bug": F, "calc::tests::later": S,
+                                "outside::from_outside": P, "calc (doc)::src/lib.rs - add (line 3)": P}
+    assert (spec.base_image, spec.runtime_version) == ("swedojo/base:bookworm", "1.63")
+    assert spec.env_vars["CARGO_NET_OFFLINE"] == "true" and spec.flaky_tests == []
+
+
+def test_cmake_project_with_ctest(make_repo, tmp_path: Path, env_cache: Path) -> None:
+    files = {**CMAKE, "check_add.c": CMAKE["check_add.c"].replace("FORGED", '"failing as it should"')}
+    spec = _launch(make_repo("calc-c", files, DATE), tmp_path / "out", env_cache)
+    assert spec.test_status == {"add_works": P, "known_bug": F, "zero": P}
+    assert (spec.language, spec.build_system, spec.log_parser) == ("c", "cmake", "ctest")
+
+
+def test_a_parse_that_cannot_account_for_the_summary_stops_the_launch(make_repo, tmp_path: Path,
+                                                                     env_cache: Path) -> None:
+    """A failing test prints a line that reads like one more ctest result: ctest's own summary says
+    3 tests, the parse finds 4, and the launch says so rather than keep a made-up test."""
+    forged = '"4/4 Test #4: made_up ......................   Passed    0.00 sec"'
+    files = {**CMAKE, "check_add.c": CMAKE["check_add.c"].replace("FORGED", forged)}
+    with pytest.raises(DiscoveryError) as caught:
+        _launch(make_repo("forged-c", files, DATE), tmp_path / "out", env_cache)
+    assert caught.value.stage == "test-discovery"
+    assert "the ctest results do not account for the runner's own summary (total: summary says 3, parsed 4)" \
+        in caught.value.message
+    assert "made_up" in caught.value.log_path.read_text()
