@@ -56,6 +56,7 @@ from swedojo.repolaunch.recipe import (
     install_plan,
     sandbox_steps,
 )
+from swedojo.repolaunch.registries import unreachable_registry
 from swedojo.repolaunch.validate import has_failures, network_tests, validate
 from swedojo.repos import CommitNotFoundError, RepoNotFoundError, checkout, resolve_repo
 from swedojo.sandboxes.base import ExecResult, Sandbox, SandboxConfig, SandboxError
@@ -357,12 +358,15 @@ def _launch(repo: str, out: Path, commit: str, backend: str, mirror: Path | None
                                 cache_dir, runs, test_timeout, tests)
             except (InstallError, DiscoveryError, ValidateError) as exc:
                 said = _since(log, started)
-                exc.message = "; ".join([exc.message, *(line for line in cause(said) if line not in exc.message)])
+                offline = unreachable_registry(analysis, workdir, exc.message, said) \
+                    if isinstance(exc, InstallError) else ""
+                exc.message = offline or "; ".join([exc.message, *(line for line in cause(said)
+                                                                   if line not in exc.message)])
                 what = plan.describe() if analysis.language == "python" else f"{analysis.language} {analysis.runtime_version}"
                 failed.append(f"{what}: [{exc.stage}] {exc.message}")
                 if ruled and analysis.language == "python" and (retry := _retry(plan, analysis, said)):
                     plans.insert(0, retry)
-                elif not _INTERPRETER_TROUBLE.search(said):
+                elif offline or not _INTERPRETER_TROUBLE.search(said):
                     plans.clear()  # nothing says the interpreter is the trouble: another one would fail alike
                 log.begin(f"the environment with {what} failed at {exc.stage}: {exc.message}"
                           + ("; trying the next plan" if plans else ""))

@@ -1,17 +1,22 @@
 """Docker launches of Go, Rust, C and Java repositories made in the test: toolchains from the Debian
 release the repo's metadata asks for, per-test results from each runner's own output checked
-against its summary. Runtime layers (Debian's golang, rustc, gcc + cmake) are shared with every
-other launch on the engine.
+against its summary, and the one-line reason when the dependency registry is out of reach.
+
+The registries Go, cargo and Maven fetch from may not answer where these tests run; the tests of
+that behaviour skip, saying so, where the registry does answer. Runtime layers (Debian's golang,
+rustc, gcc + cmake, JDK + Maven) are shared with every other launch on the engine.
 """
 
 from __future__ import annotations
 
+import shutil
+import socket
 from pathlib import Path
 
 import pytest
 from launch_helpers import DATE
 
-from swedojo.repolaunch.errors import DiscoveryError
+from swedojo.repolaunch.errors import DiscoveryError, InstallError
 from swedojo.repolaunch.launch import launch
 from swedojo.schema import TestStatus
 
@@ -94,6 +99,32 @@ CMAKE = {
                    "  return argc == 4 && atoi(argv[1]) + atoi(argv[2]) == atoi(argv[3]) ? 0 : 1;\n}\n",
     ".gitignore": "build/\n",
 }
+MAVEN = {
+    "pom.xml": """<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>example</groupId>
+  <artifactId>calc</artifactId>
+  <version>0.1.0</version>
+  <properties><maven.compiler.release>11</maven.compiler.release></properties>
+  <dependencies>
+    <dependency><groupId>junit</groupId><artifactId>junit</artifactId><version>4.13.2</version><scope>test</scope></dependency>
+  </dependencies>
+</project>
+""",
+    "src/main/java/calc/Calc.java": "package calc;\npublic class Calc { public static int add(int a, int b) { return a + b; } }\n",
+    "src/test/java/calc/CalcTest.java": "package calc;\nimport org.junit.Test;\nimport static org.junit.Assert.assertEquals;\n"
+                                        "public class CalcTest {\n  @Test public void adds() { assertEquals(3, Calc.add(1, 2)); }\n}\n",
+}
+
+
+def _answers(host: str) -> bool:
+    try:
+        socket.create_connection((host, 443), timeout=3).close()
+    except OSError:
+        return False
+    return True
+
+
 def _launch(repo: Path, out: Path, env_cache: Path):
     return launch(str(repo), out, backend="docker", cache_dir=env_cache / "envs")
 
@@ -109,6 +140,22 @@ def test_go_module_with_vendored_dependency(make_repo, tmp_path: Path, env_cache
     assert spec.env_vars["GOPROXY"] == "off" and spec.flaky_tests == [] and spec.network_tests == []
 
 
+def test_go_module_whose_dependency_is_not_vendored_names_the_unreachable_proxy(make_repo, tmp_path: Path,
+                                                                                env_cache: Path) -> None:
+    if _answers("proxy.golang.org"):
+        pytest.skip("proxy.golang.org answers here: this is a test of the launch where it does not")
+    files = {"go.mod": "module example.com/web\n\ngo 1.19\n\nrequire (\n\tgithub.com/pkg/errors v0.9.1\n"
+                       "\tgolang.org/x/text v0.14.0 // indirect\n)\n",
+             "web.go": "package web\n\nimport \"github.com/pkg/errors\"\n\nvar E = errors.New(\"x\")\n"}
+    with pytest.raises(InstallError) as caught:
+        _launch(make_repo("web", files, DATE), tmp_path / "out", env_cache)
+    assert caught.value.stage == "install"
+    assert caught.value.message == ("the Go module proxy (proxy.golang.org) is not reachable from here: "
+                                    "the module's 2 dependencies cannot be fetched")
+    log = caught.value.log_path.read_text()
+    assert "go mod download" in log and "proxy.golang.org" in log  # go's own error is kept
+
+
 def test_cargo_crate_per_test_results(make_repo, tmp_path: Path, env_cache: Path) -> None:
     """edition 2021 needs rustc 1.56: bookworm's 1.63; unit, integration and doc tests, each by binary."""
     spec = _launch(make_repo("calc-rs", CRATE, DATE), tmp_path / "out", env_cache)
@@ -116,6 +163,20 @@ def test_cargo_crate_per_test_results(make_repo, tmp_path: Path, env_cache: Path
                                 "outside::from_outside": P, "calc (doc)::src/lib.rs - add (line 3)": P}
     assert (spec.base_image, spec.runtime_version) == ("swedojo/base:bookworm", "1.63")
     assert spec.env_vars["CARGO_NET_OFFLINE"] == "true" and spec.flaky_tests == []
+
+
+def test_crate_with_a_dependency_names_the_unreachable_crates_io(make_repo, tmp_path: Path, env_cache: Path) -> None:
+    """cargo 1.63 clones crates.io's index from github.com (sparse index.crates.io came in 1.70)."""
+    if _answers("github.com") or _answers("index.crates.io"):
+        pytest.skip("crates.io's index answers here: this is a test of the launch where it does not")
+    files = {**CRATE, "Cargo.toml": CRATE["Cargo.toml"] + '\n[dependencies]\nitoa = "1"\n\n'
+                                                         '[dev-dependencies]\nlocal = { path = "local" }\n',
+             "local/Cargo.toml": '[package]\nname = "local"\nversion = "0.1.0"\n', "local/src/lib.rs": ""}
+    with pytest.raises(InstallError) as caught:
+        _launch(make_repo("uses-itoa", files, DATE), tmp_path / "out", env_cache)
+    assert caught.value.message == ("crates.io (github.com) is not reachable from here: "
+                                    "the crate's 1 dependency cannot be fetched")
+    assert "cargo fetch" in caught.value.log_path.read_text()
 
 
 def test_cmake_project_with_ctest(make_repo, tmp_path: Path, env_cache: Path) -> None:
@@ -137,3 +198,22 @@ def test_a_parse_that_cannot_account_for_the_summary_stops_the_launch(make_repo,
     assert "the ctest results do not account for the runner's own summary (total: summary says 3, parsed 4)" \
         in caught.value.message
     assert "made_up" in caught.value.log_path.read_text()
+
+
+@pytest.mark.parametrize("backend", ["docker", "local"])
+def test_maven_project_names_the_unreachable_central(make_repo, tmp_path: Path, env_cache: Path, backend: str) -> None:
+    """Maven resolves its own plugins from Maven Central too (Debian's packaged ones are other
+    versions than a plain pom asks for), so offline a Maven project stops at the dependency layer,
+    in an image and with the host's Maven alike."""
+    if _answers("repo.maven.apache.org"):
+        pytest.skip("repo.maven.apache.org answers here: this is a test of the launch where it does not")
+    if backend == "local" and not (shutil.which("mvn") and shutil.which("javac")):
+        pytest.skip("no mvn and javac on this host for the local backend")
+    with pytest.raises(InstallError) as caught:
+        launch(str(make_repo("calc-java", MAVEN, DATE)), tmp_path / "out", backend=backend,
+               cache_dir=env_cache / "envs")
+    assert caught.value.stage == "install"
+    assert caught.value.message == ("Maven Central (repo.maven.apache.org) is not reachable from here: "
+                                    "the project's 1 dependency and Maven's own plugins cannot be fetched")
+    log = caught.value.log_path.read_text()
+    assert "mvn -B -ntp dependency:go-offline" in log and "BUILD FAILURE" in log
