@@ -140,6 +140,24 @@ def test_go_module_with_vendored_dependency(make_repo, tmp_path: Path, env_cache
     assert spec.env_vars["GOPROXY"] == "off" and spec.flaky_tests == [] and spec.network_tests == []
 
 
+def test_a_dependency_that_needs_a_newer_go_moves_the_launch_to_the_next_release(make_repo, tmp_path: Path,
+                                                                                  env_cache: Path) -> None:
+    """The module says go 1.18 (bookworm's 1.19), a vendored dependency says go 1.21 and uses its
+    `min`: Go 1.19 says the module requires Go 1.21, and the launch goes on with trixie's 1.24
+    (the trixie base image is made on first use)."""
+    files = {"go.mod": "module example.com/calc\n\ngo 1.18\n\nrequire example.com/greet v1.0.0\n",
+             "vendor/modules.txt": "# example.com/greet v1.0.0\n## explicit; go 1.21\nexample.com/greet\n",
+             "vendor/example.com/greet/greet.go": "package greet\n\nfunc Smaller(a, b int) int { return min(a, b) }\n",
+             "calc.go": 'package calc\n\nimport "example.com/greet"\n\nfunc Low(a, b int) int { return greet.Smaller(a, b) }\n',
+             "calc_test.go": 'package calc\n\nimport "testing"\n\nfunc TestLow(t *testing.T) {\n\tif Low(1, 2) != 1 {\n'
+                             '\t\tt.Fatal("low")\n\t}\n}\n'}
+    spec = _launch(make_repo("newer-go", files, DATE), tmp_path / "out", env_cache)
+    assert spec.test_status == {"example.com/calc::TestLow": P}
+    assert (spec.base_image, spec.runtime_version) == ("swedojo/base:trixie", "1.24")
+    assert len(spec.attempts) == 1 and spec.attempts[0].startswith("go 1.19: [validate]"), spec.attempts
+    assert "note: module requires Go 1.21" in (tmp_path / "out" / "build.log").read_text()
+
+
 def test_go_module_whose_dependency_is_not_vendored_names_the_unreachable_proxy(make_repo, tmp_path: Path,
                                                                                 env_cache: Path) -> None:
     if _answers("proxy.golang.org"):
