@@ -763,8 +763,14 @@ def _cargo_vendored(root: Path) -> str:
 def _rust(root: Path) -> RepoAnalysis:
     """The oldest rustc the crate asks for: the toolchain file, `rust-version`, the edition and the
     lock file's format each set a minimum (a toolchain file's exact pin or channel is read as one)."""
+    # Dependencies are vendored into the layer, which the layer's CARGO_HOME config points at:
+    # sandboxes build them from there without writing to it (cargo extracts fetched crates into
+    # CARGO_HOME, which they cannot write), with the lock file vendoring resolved (git sources need it)
     out = RepoAnalysis(language="rust", build_system="cargo", dependency_files=["Cargo.toml"],
-                       install_commands=["cargo fetch"], rebuild_commands=["cargo build --tests"],
+                       install_commands=['cargo vendor "$SWEDOJO_ENV/vendor" > "$SWEDOJO_ENV/vendor.toml"',
+                                         ('mkdir -p "$CARGO_HOME" && mv "$SWEDOJO_ENV/vendor.toml" "$CARGO_HOME/config.toml"'
+                                          ' && cp Cargo.lock "$SWEDOJO_ENV/"')],
+                       rebuild_commands=['[ -f Cargo.lock ] || cp "$SWEDOJO_ENV/Cargo.lock" .', "cargo build --tests"],
                        test_command="cargo test --no-fail-fast", log_parser="cargo")
     minimums: list[str] = []
     manifest = _toml(root / "Cargo.toml")
@@ -793,7 +799,7 @@ def _rust(root: Path) -> RepoAnalysis:
                 out.note(file, f"toolchain {channel}")
             break
     if config := _cargo_vendored(root):
-        out.install_commands = []
+        out.install_commands, out.rebuild_commands = [], ["cargo build --tests"]
         out.dependency_files.append(config)
         out.note(config, "crates.io replaced by a source in the repo (vendored): nothing to fetch")
     _toolchain(out, max(minimums, key=version_key, default=""))

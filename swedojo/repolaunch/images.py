@@ -291,8 +291,8 @@ def deps_dockerfile(spec: EnvSpec) -> str:
         if spec.resolution_date:
             build_env["PIP_CONFIG_FILE"] = "/dev/null"  # as locally: no mirror without upload times
         lines.append(_env_line(build_env))
-    elif fetch_env := toolchain_env(spec.language, ENV_ROOT, sandbox=False):
-        lines.append(_env_line(fetch_env))
+    else:
+        lines.append(_env_line({ENV_VAR: ENV_ROOT, **toolchain_env(spec.language, ENV_ROOT, sandbox=False)}))
     lines += ["COPY opt /opt", *_run(layer_steps("deps", spec), SRC)]
     lines += [f"FROM {runtime}", f"COPY --from=build {ENV_ROOT} {ENV_ROOT}", _env_line(layer_env(spec)), ""]
     return "\n".join(lines)

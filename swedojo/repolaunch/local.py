@@ -199,7 +199,8 @@ def find_runtime(analysis: RepoAnalysis, log: BuildLog) -> Runtime:
 def _install_env(language: str, root: Path, pinned: bool) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k in _PASS_THROUGH or (not pinned and k.startswith("PIP_"))}
     env.update(PATH=os.environ.get("PATH", "/usr/bin:/bin"), PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1",
-               PIP_PROGRESS_BAR="off", **NPM_QUIET, **toolchain_env(language, str(root), sandbox=False))
+               PIP_PROGRESS_BAR="off", **NPM_QUIET, **{ENV_VAR: str(root)},
+               **toolchain_env(language, str(root), sandbox=False))
     if language == PYTHON:
         venv = root / "venv"
         env.update(PATH=f"{venv / 'bin'}:{env['PATH']}", VIRTUAL_ENV=str(venv))

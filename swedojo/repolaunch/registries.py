@@ -2,8 +2,9 @@
 the dependency layer's fetch failed because one is out of reach.
 
 Reachability is decided from evidence, never from a list of places known to be offline: the failed
-fetch's own network error naming the registry's host in the build log, or else a short TCP probe
-of its hosts from here. The tool's retries and stack of causes stay in the build log.
+fetch printed a network error (a fetch that failed otherwise, a missing version or a broken git
+dependency, keeps its own message), and that error names the registry's host, or else a short TCP
+probe of its hosts from here fails. The tool's retries and causes stay in the build log.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ PROBE_TIMEOUT_S = 3.0
 _NETWORK_ERROR = re.compile(
     r"dial tcp|no such host|Could not resolve host|failed to resolve address|Name or service not known"
     r"|Temporary failure in name resolution|Unknown host|UnknownHostException|Connection refused"
-    r"|Connection timed out|connect timed out|i/o timeout|Network is unreachable|network failure", re.IGNORECASE)
-"""What Go, cargo (libgit2, curl) and Maven (Java) print when a host cannot be reached."""
+    r"|Connection timed out|connect timed out|i/o timeout|Network is unreachable|network failure"
+    r"|Could not transfer|Transfer failed", re.IGNORECASE)
+"""What Go, cargo (libgit2, curl) and Maven print when a host cannot be reached (Maven's "Could not
+transfer" is an I/O failure; a missing artifact is "Could not find")."""
 
 
 @dataclass(frozen=True)
@@ -59,14 +62,14 @@ def _toml(path: Path) -> dict[str, object]:
 
 
 def _crates(root: Path) -> int:
-    """Registry packages in Cargo.lock, else the manifest's direct dependencies that are not paths."""
+    """Registry packages in Cargo.lock, else the manifest's direct dependencies from a registry."""
     packages = _toml(root / "Cargo.lock").get("package", [])
     if isinstance(packages, list) and packages:
         return sum(1 for p in packages if isinstance(p, dict) and str(p.get("source", "")).startswith("registry+"))
     manifest = _toml(root / "Cargo.toml")
     tables = [manifest.get(key, {}) for key in ("dependencies", "dev-dependencies", "build-dependencies")]
     return sum(1 for table in tables if isinstance(table, dict)
-               for spec in table.values() if not (isinstance(spec, dict) and "path" in spec))
+               for spec in table.values() if not (isinstance(spec, dict) and ("path" in spec or "git" in spec)))
 
 
 def _maven_dependencies(root: Path) -> int:
@@ -100,11 +103,11 @@ def unreachable_registry(analysis: RepoAnalysis, root: Path, failure: str, log_t
     registry = REGISTRIES.get(analysis.language)
     if registry is None or not any(f"`{command}`" in failure for command in analysis.install_commands):
         return ""
-    named = [host for line in log_text.splitlines() if _NETWORK_ERROR.search(line)
-             for host in registry.hosts if host in line]
+    errors = [line for line in log_text.splitlines() if _NETWORK_ERROR.search(line)]
+    named = [host for line in errors for host in registry.hosts if host in line]
     if named:
         host = named[0]
-    elif not any(_reachable(host) for host in registry.hosts):
+    elif errors and not any(_reachable(host) for host in registry.hosts):
         host = registry.hosts[0]
     else:
         return ""

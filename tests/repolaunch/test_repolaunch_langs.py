@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import shutil
 import socket
+import subprocess
 from pathlib import Path
 
 import pytest
 from launch_helpers import DATE
 
 from swedojo.repolaunch.errors import DiscoveryError, InstallError
+from swedojo.repolaunch.images import SRC
 from swedojo.repolaunch.launch import launch
 from swedojo.schema import TestStatus
 
@@ -183,6 +185,23 @@ def test_cargo_crate_per_test_results(make_repo, tmp_path: Path, env_cache: Path
     assert spec.env_vars["CARGO_NET_OFFLINE"] == "true" and spec.flaky_tests == []
 
 
+def test_a_fetched_dependency_builds_offline_in_the_sandbox(make_repo, tmp_path: Path, env_cache: Path) -> None:
+    """A git dependency is the one cargo fetches with no registry: a bare repository committed into
+    the crate, named by where the dependency layer's build has the checkout (images.SRC). The layer
+    vendors it; sandboxes (another uid, offline) build it from there with the lock file vendoring
+    made, as the crate has none."""
+    dep = make_repo("dep", {"Cargo.toml": '[package]\nname = "dep"\nversion = "0.1.0"\n',
+                            "src/lib.rs": "pub fn two() -> i32 { 2 }\n"}, DATE)
+    files = {**CRATE, "Cargo.toml": CRATE["Cargo.toml"] + f'\n[dependencies]\ndep = {{ git = "file://{SRC}/dep.git" }}\n',
+             "src/lib.rs": CRATE["src/lib.rs"] + "\n#[test]\nfn uses_dep() {\n    assert_eq!(dep::two(), 2);\n}\n"}
+    crate = tmp_path / "uses-dep"
+    subprocess.run(["git", "init", "-q", "--bare", "-b", "main", str(crate / "dep.git")], check=True)
+    subprocess.run(["git", "-C", str(dep), "push", "-q", str(crate / "dep.git"), "main"], check=True)
+    spec = _launch(make_repo("uses-dep", files, DATE), tmp_path / "out", env_cache)
+    assert spec.test_status["calc::uses_dep"] == P and spec.test_status["calc::tests::known_bug"] == F
+    assert "cargo vendor" in spec.install_commands[0]
+
+
 def test_crate_with_a_dependency_names_the_unreachable_crates_io(make_repo, tmp_path: Path, env_cache: Path) -> None:
     """cargo 1.63 clones crates.io's index from github.com (sparse index.crates.io came in 1.70)."""
     if _answers("github.com") or _answers("index.crates.io"):
@@ -194,7 +213,7 @@ def test_crate_with_a_dependency_names_the_unreachable_crates_io(make_repo, tmp_
         _launch(make_repo("uses-itoa", files, DATE), tmp_path / "out", env_cache)
     assert caught.value.message == ("crates.io (github.com) is not reachable from here: "
                                     "the crate's 1 dependency cannot be fetched")
-    assert "cargo fetch" in caught.value.log_path.read_text()
+    assert "cargo vendor" in caught.value.log_path.read_text()
 
 
 def test_cmake_project_with_ctest(make_repo, tmp_path: Path, env_cache: Path) -> None:
