@@ -873,6 +873,15 @@ def _c(root: Path) -> RepoAnalysis:
         else:
             out.note("CMakeLists.txt", "ctest tests")
         return out
+    if (root / "meson.build").is_file():
+        # meson's own JUnit report (meson-logs/testlog.junit.xml) is read per test and for its counts
+        out = RepoAnalysis(language=language, build_system="meson", dependency_files=["meson.build"],
+                           rebuild_commands=["meson setup build && meson compile -C build"],
+                           test_command="meson test -C build --print-errorlogs; status=$?; "
+                                        "cat build/meson-logs/testlog.junit.xml; exit $status",
+                           log_parser="surefire")
+        out.note("meson.build", "meson test, its JUnit report read as surefire's")
+        return out
     if (root / "configure.ac").is_file() or (root / "Makefile.am").is_file():
         configure = "./configure" if (root / "configure").is_file() else "autoreconf -fi && ./configure"
         out = RepoAnalysis(language=language, build_system="autotools", dependency_files=["configure.ac"],
@@ -916,7 +925,7 @@ def analyse(root: Path, when: datetime | None = None, python: PythonPlanning | N
         out = _rust(root)
     elif has("pom.xml") or has("build.gradle") or has("build.gradle.kts"):
         out = _java(root, ci, when)
-    elif has("CMakeLists.txt") or has("configure.ac") or has("Makefile.am") or has("Makefile"):
+    elif has("CMakeLists.txt") or has("meson.build") or has("configure.ac") or has("Makefile.am") or has("Makefile"):
         out = _c(root)
     elif python_weak:
         kind = "pipfile" if has("Pipfile") else "tox" if has("tox.ini") else "requirements"
@@ -924,7 +933,7 @@ def analyse(root: Path, when: datetime | None = None, python: PythonPlanning | N
     else:
         raise NoBuildSystemError(
             f"{root}: no build or dependency file the rules know (pyproject.toml, setup.py, package.json, "
-            "go.mod, Cargo.toml, pom.xml, build.gradle, CMakeLists.txt, Makefile, requirements*.txt)")
+            "go.mod, Cargo.toml, pom.xml, build.gradle, CMakeLists.txt, meson.build, Makefile, requirements*.txt)")
     for lock in ("poetry.lock", "uv.lock", "Pipfile.lock"):
         if has(lock):
             out.note(lock, "lock file present (resolution still goes through pip with the commit date)")

@@ -209,7 +209,8 @@ def toolchain_commands(analysis: RepoAnalysis) -> list[str]:
         return [_apt("nodejs", "git", "patch", "procps"), _SANDBOX_USER, _FETCH_NPM.format(v=NPM_VERSION)]
     if analysis.language in NATIVE:
         compiler = ["g++"] if analysis.language == "cpp" else ["gcc", "libc6-dev"]
-        extra = {"cmake": ["cmake"], "autotools": ["autoconf", "automake", "libtool"]}.get(analysis.build_system, [])
+        extra = {"cmake": ["cmake"], "meson": ["meson", "ninja-build"],
+                 "autotools": ["autoconf", "automake", "libtool"]}.get(analysis.build_system, [])
         return [_apt(*compiler, "make", *extra, "git", "patch", "procps"), _SANDBOX_USER]
     # Go builds cgo packages (net, os/user) with gcc; cargo links with it
     toolchain = {GO: ["golang-go", "gcc", "libc6-dev"], RUST: ["rustc", "cargo"],

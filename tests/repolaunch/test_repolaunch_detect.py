@@ -164,6 +164,10 @@ def test_c_projects(tmp_path: Path) -> None:
     a = analyse(cmake)
     assert (a.language, a.build_system, a.test_command, a.log_parser) == \
         ("cpp", "cmake", "cd build && ctest --output-on-failure", "ctest")
+    meson = write_tree(tmp_path / "meson", {"meson.build": "project('x', 'c')\n", "x.c": "int main(void) {}\n"})
+    a = analyse(meson)
+    assert (a.language, a.build_system, a.log_parser) == ("c", "meson", "surefire")
+    assert "build/meson-logs/testlog.junit.xml" in a.test_command
 
 
 def test_go_rust_java(tmp_path: Path) -> None:

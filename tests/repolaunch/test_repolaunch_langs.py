@@ -4,7 +4,7 @@ against its summary, and the one-line reason when the dependency registry is out
 
 The registries Go, cargo and Maven fetch from may not answer where these tests run; the tests of
 that behaviour skip, saying so, where the registry does answer. Runtime layers (Debian's golang,
-rustc, gcc + cmake, JDK + Maven) are shared with every other launch on the engine.
+rustc, gcc with cmake, meson or autotools, JDK + Maven) are shared with every other launch on the engine.
 """
 
 from __future__ import annotations
@@ -216,11 +216,30 @@ def test_crate_with_a_dependency_names_the_unreachable_crates_io(make_repo, tmp_
     assert "cargo vendor" in caught.value.log_path.read_text()
 
 
-def test_cmake_project_with_ctest(make_repo, tmp_path: Path, env_cache: Path) -> None:
-    files = {**CMAKE, "check_add.c": CMAKE["check_add.c"].replace("FORGED", '"failing as it should"')}
-    spec = _launch(make_repo("calc-c", files, DATE), tmp_path / "out", env_cache)
-    assert spec.test_status == {"add_works": P, "known_bug": F, "zero": P}
-    assert (spec.language, spec.build_system, spec.log_parser) == ("c", "cmake", "ctest")
+MESON = {"meson.build": "project('calc', 'c')\nexe = executable('check_add', 'check_add.c')\n"
+                        "test('add_works', exe, args: ['1', '2', '3'])\ntest('known_bug', exe, args: ['1', '1', '3'])\n"
+                        "test('zero', exe, args: ['0', '0', '0'])\n",
+         "check_add.c": CMAKE["check_add.c"], ".gitignore": "build/\n"}
+AUTOTOOLS = {"configure.ac": "AC_INIT([calc], [0.1])\nAM_INIT_AUTOMAKE([foreign])\nAC_PROG_CC\nAC_CONFIG_FILES([Makefile])\n"
+                             "AC_OUTPUT\n",
+             "Makefile.am": "check_PROGRAMS = add_works known_bug\nTESTS = $(check_PROGRAMS)\n",
+             "add_works.c": "int main(void) { return 1 + 2 == 3 ? 0 : 1; }\n",
+             "known_bug.c": "int main(void) { return 1 + 1 == 3 ? 0 : 1; }\n"}
+
+
+@pytest.mark.parametrize(("files", "build_system", "parser", "statuses"), [
+    (CMAKE, "cmake", "ctest", {"add_works": P, "known_bug": F, "zero": P}),
+    (MESON, "meson", "surefire", {"calc#add_works": P, "calc#known_bug": F, "calc#zero": P}),
+    (AUTOTOOLS, "autotools", "automake", {"add_works": P, "known_bug": F}),
+], ids=["cmake", "meson", "autotools"])
+def test_c_build_systems(make_repo, tmp_path: Path, env_cache: Path, files: dict[str, str], build_system: str,
+                         parser: str, statuses: dict[str, TestStatus]) -> None:
+    """ctest, meson's JUnit report and automake's harness, each per test and checked against its counts."""
+    files = {**files, "check_add.c": files["check_add.c"].replace("FORGED", '"failing as it should"')} \
+        if "check_add.c" in files else files
+    spec = _launch(make_repo(f"calc-{build_system}", files, DATE), tmp_path / "out", env_cache)
+    assert spec.test_status == statuses
+    assert (spec.language, spec.build_system, spec.log_parser) == ("c", build_system, parser)
 
 
 def test_a_parse_that_cannot_account_for_the_summary_stops_the_launch(make_repo, tmp_path: Path,
