@@ -309,19 +309,28 @@ def summary_jest(log: str) -> Counts | None:
 # --- cargo test (libtest) -----------------------------------------------------------------------
 
 _CARGO_RUNNING = re.compile(r"^\s*Running (?:unittests )?(\S+) \((?:.*/)?([^/)]+?)(?:-[0-9a-f]{8,})?(?:\.exe)?\)")
+_CARGO_RUNNING_OLD = re.compile(r"^\s*Running (?:\S*/)?([^/\s]+?)(?:-[0-9a-f]{8,})?(?:\.exe)?$")
+"""Before cargo 1.58 (bullseye's 1.48): "Running target/debug/deps/calc-0a1b2c3d", no source file."""
 _CARGO_DOCTESTS = re.compile(r"^\s*Doc-tests (\S+)")
 _CARGO_TEST = re.compile(r"^test (.+?) \.\.\. (ok|FAILED|ignored)(?:,.*)?$")
 _CARGO_RESULT = re.compile(r"^test result: \w+\. (\d+) passed; (\d+) failed; (\d+) ignored; (\d+) measured")
 
 
 def parse_cargo(log: str) -> dict[str, TestStatus]:
-    """`cargo test` output; ids are `binary::test path` so workspace crates do not clash."""
+    """`cargo test` output; ids are `binary::test path` so workspace crates do not clash. A bin
+    target named as its crate's lib gets `binary (src/main.rs)` (old cargo, which does not name the
+    file: `binary (2)`)."""
     statuses = {"ok": TestStatus.PASSED, "FAILED": TestStatus.FAILED, "ignored": TestStatus.SKIPPED}
     results: dict[str, TestStatus] = {}
     binary = ""
+    seen: dict[str, list[str]] = {}  # binary -> the sources its runs came from
     for line in log.splitlines():
-        if match := _CARGO_RUNNING.match(line):
-            binary = match.group(2)
+        if match := _CARGO_RUNNING.match(line) or _CARGO_RUNNING_OLD.match(line):
+            name, source = (match.group(2), match.group(1)) if match.re is _CARGO_RUNNING else (match.group(1), "")
+            sources = seen.setdefault(name, [])
+            sources.append(source)
+            clash = len(sources) > 1 and not (source and source == sources[0])
+            binary = f"{name} ({source or len(sources)})" if clash else name
         elif match := _CARGO_DOCTESTS.match(line):
             binary = f"{match.group(1)} (doc)"
         elif match := _CARGO_TEST.match(line.strip()):

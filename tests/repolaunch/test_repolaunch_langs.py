@@ -176,12 +176,21 @@ def test_go_module_whose_dependency_is_not_vendored_names_the_unreachable_proxy(
     assert "go mod download" in log and "proxy.golang.org" in log  # go's own error is kept
 
 
-def test_cargo_crate_per_test_results(make_repo, tmp_path: Path, env_cache: Path) -> None:
-    """edition 2021 needs rustc 1.56: bookworm's 1.63; unit, integration and doc tests, each by binary."""
-    spec = _launch(make_repo("calc-rs", CRATE, DATE), tmp_path / "out", env_cache)
+@pytest.mark.parametrize(("edition", "release", "rustc", "bin_id"), [
+    ("2021", "bookworm", "1.63", "calc (src/main.rs)"),  # edition 2021 needs rustc 1.56
+    ("2018", "bullseye", "1.48", "calc (2)"),  # cargo 1.48 names no source file
+])
+def test_cargo_crate_per_test_results(make_repo, tmp_path: Path, env_cache: Path, edition: str, release: str,
+                                      rustc: str, bin_id: str) -> None:
+    """The oldest rustc the edition allows; unit, integration and doc tests by binary, the bin
+    target (named as the lib) apart."""
+    files = {**CRATE, "Cargo.toml": CRATE["Cargo.toml"].replace("2021", edition),
+             "src/main.rs": "fn main() {}\n\n#[cfg(test)]\nmod tests {\n    #[test]\n    fn adds() {}\n}\n"}
+    spec = _launch(make_repo(f"calc-rs-{edition}", files, DATE), tmp_path / "out", env_cache)
     assert spec.test_status == {"calc::tests::adds": P, "calc::tests::known_bug": F, "calc::tests::later": S,
-                                "outside::from_outside": P, "calc (doc)::src/lib.rs - add (line 3)": P}
-    assert (spec.base_image, spec.runtime_version) == ("swedojo/base:bookworm", "1.63")
+                                "outside::from_outside": P, "calc (doc)::src/lib.rs - add (line 3)": P,
+                                f"{bin_id}::tests::adds": P}
+    assert (spec.base_image, spec.runtime_version) == (f"swedojo/base:{release}", rustc)
     assert spec.env_vars["CARGO_NET_OFFLINE"] == "true" and spec.flaky_tests == []
 
 

@@ -110,12 +110,45 @@ mod tests {
 }
 """,
         "tests/api.rs": "#[test] fn public_api() { assert_eq!(calc::add(1, 1), 2); }\n",
+        # the bin target has the lib's name, and a test of the same path
+        "src/main.rs": "fn main() {}\n#[cfg(test)]\nmod tests {\n    #[test] fn adds() {}\n}\n",
     })
     log, code = run(["cargo", "test", "--offline", "--no-fail-fast"], tmp_path)
     results = parse_log("cargo", log)
     assert results == {"calc::tests::adds": P, "calc::tests::breaks": F, "calc::tests::slow": S,
-                       "calc::tests::panics": P, "api::public_api": P, "calc (doc)::src/lib.rs - add (line 2)": P}
+                       "calc::tests::panics": P, "api::public_api": P, "calc (doc)::src/lib.rs - add (line 2)": P,
+                       "calc (src/main.rs)::tests::adds": P}
     assert code != 0 and check_counts("cargo", log, results, code) == []
+
+
+def test_cargo_before_1_58_names_no_source() -> None:
+    """bullseye's cargo 1.48: "Running target/debug/deps/NAME-HASH"; a bin named as the lib comes second."""
+    log = """     Running target/debug/deps/calc-cb7d05e3d3498d52
+
+running 2 tests
+test tests::adds ... ok
+test tests::breaks ... FAILED
+
+test result: FAILED. 1 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out
+
+     Running target/debug/deps/calc-d140f2ecb05eb156
+
+running 1 test
+test tests::adds ... ok
+
+test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out
+
+     Running target/debug/deps/outside-0a1b2c3d4e5f6071
+
+running 1 test
+test from_outside ... ok
+
+test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out
+"""
+    results = parse_log("cargo", log)
+    assert results == {"calc::tests::adds": P, "calc::tests::breaks": F, "calc (2)::tests::adds": P,
+                       "outside::from_outside": P}
+    assert check_counts("cargo", log, results, 101) == []
 
 
 @needs("ctest")
