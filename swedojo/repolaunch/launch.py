@@ -52,6 +52,8 @@ from swedojo.repolaunch.local import (
     rebuild_env,
 )
 from swedojo.repolaunch.recipe import (
+    GO,
+    RUST,
     UnsupportedLanguageError,
     install_plan,
     sandbox_steps,
@@ -261,7 +263,7 @@ class _DockerBuilder:
 
         if analysis.language != "python":
             try:
-                return analysis.runtime_allowed if analysis.language in ("go", "rust") and analysis.runtime_allowed \
+                return analysis.runtime_allowed if analysis.language in (GO, RUST) and analysis.runtime_allowed \
                     else [docker_runtime(analysis)[1]]
             except NoRuntimeError as exc:
                 raise NoRuntimeError(exc.message, log.path) from exc

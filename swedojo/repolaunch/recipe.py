@@ -4,11 +4,12 @@ layer's steps, the shims that let sandboxes use a layer.
 A dependency layer lives in one directory (`$SWEDOJO_ENV`): the local cache's `<key>/`, or
 `/opt/swedojo/env` in an image. Python: `venv/` (the dependencies, not the project) and `shims/`
 (first on PATH); Node: `node_modules/`; Go: `gomod/` (the module cache); Rust: `vendor/` (cargo
-vendor) and `cargo/` (`CARGO_HOME`, whose config points crates.io there); Java: `m2/` (Maven's local repository); C: nothing. The repo layer runs in every
-fresh sandbox: Python makes an overlay venv in `$HOME` that sees the layer through a `.pth` file
-and installs the project editable into it; Node links `node_modules` from the layer; cargo, Maven,
-CMake and make build in the work tree. Sandboxes fetch nothing: Go and cargo are told to stay
-offline, and Maven runs with `-o`.
+vendor) and `cargo/` (`CARGO_HOME`, whose config points crates.io there); Java: `m2/` (Maven's
+local repository); C: nothing. The repo layer runs in every fresh sandbox: Python makes an
+overlay venv in `$HOME` that sees the layer through a `.pth` file and installs the project
+editable into it; Node links `node_modules` from the layer; cargo, Maven, CMake, Meson and make
+build in the work tree. Sandboxes fetch nothing: Go and cargo are told to stay offline, and Maven
+runs with `-o`.
 """
 
 from __future__ import annotations
