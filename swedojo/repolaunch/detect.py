@@ -158,8 +158,35 @@ def _newest(releases: dict[str, date], when: datetime | None) -> list[str]:
     return sorted(out, key=lambda v: tuple(int(p) for p in v.split(".")), reverse=True)
 
 
+DEBIAN_TOOLCHAINS = {
+    "go": {"bullseye": "1.15", "bookworm": "1.19", "trixie": "1.24"},
+    "rust": {"bullseye": "1.48", "bookworm": "1.63", "trixie": "1.85"},
+}
+"""The Go (golang-go) and Rust (rustc, cargo) each Debian release ships, oldest release first."""
+
+
+def version_key(version: str) -> tuple[int, ...]:
+    """"1.21.5" -> (1, 21, 5); what is not a number ends the key."""
+    parts = []
+    for part in version.split("."):
+        if not part.isdigit():
+            break
+        parts.append(int(part))
+    return tuple(parts)
+
+
+def shipped_toolchains(language: str, minimum: str) -> list[str]:
+    """The Go or Rust versions Debian releases ship that are at least `minimum` (major.minor), oldest
+    first: the first is the oldest release that satisfies the project."""
+    wanted = version_key(minimum)[:2]
+    return [v for v in DEBIAN_TOOLCHAINS[language].values() if version_key(v) >= wanted]
+
+
 def debian_release(language: str, version: str) -> str:
     """Debian release whose libraries match the runtime's era (and ship its toolchain)."""
+    if language in DEBIAN_TOOLCHAINS:
+        shipped = DEBIAN_TOOLCHAINS[language]
+        return next((r for r, v in shipped.items() if version_key(v) >= version_key(version)[:2]), "trixie")
     try:
         parts = tuple(int(p) for p in version.split(".")[:2])
     except ValueError:
@@ -787,54 +814,110 @@ def _node(root: Path, ci: CiFindings, when: datetime | None) -> RepoAnalysis:
 
 # --- Go, Rust, Java, C/C++ -----------------------------------------------------------------------
 
+def _toolchain(out: RepoAnalysis, minimum: str) -> None:
+    """Go or Rust: the Debian toolchains that satisfy `minimum` (empty: any), the oldest chosen."""
+    out.runtime_allowed = shipped_toolchains(out.language, minimum or "0")
+    out.runtime_version = out.runtime_allowed[0] if out.runtime_allowed else minimum
+    out.debian_release = debian_release(out.language, out.runtime_version)
+
+
 def _go(root: Path, ci: CiFindings) -> RepoAnalysis:
+    """go.mod's `go` line is the oldest Go the module builds with (`toolchain` only a preference).
+    Modules in `vendor/` (its modules.txt) are used as they are: nothing to download."""
     out = RepoAnalysis(language="go", build_system="go modules", dependency_files=["go.mod"],
                        install_commands=["go mod download"], test_command="go test -json ./...",
                        log_parser="gotest")
     text = _text(root / "go.mod")
     if (root / "go.sum").is_file():
         out.dependency_files.append("go.sum")
-    toolchain = re.search(r"^toolchain go(\d+\.\d+)", text, re.MULTILINE)
-    directive = re.search(r"^go (\d+\.\d+)", text, re.MULTILINE)
-    if toolchain or directive:
-        out.runtime_version = (toolchain or directive).group(1)
-        out.note("go.mod", f"{'toolchain' if toolchain else 'go directive'} {out.runtime_version}")
+    minimum = ""
+    if directive := re.search(r"^go (\d+\.\d+)", text, re.MULTILINE):
+        minimum = directive.group(1)
+        out.note("go.mod", f"go directive {minimum}: Go {minimum} or newer")
     elif versions := ci.versions.get("go"):
-        out.runtime_version = max(versions, key=lambda v: tuple(int(p) for p in v.split(".")))
-    out.runtime_allowed = [out.runtime_version] if out.runtime_version else []
+        minimum = min(versions, key=version_key)
+        out.note(".github/workflows", f"CI runs go {', '.join(versions)}")
+    if toolchain := re.search(r"^toolchain go(\S+)", text, re.MULTILINE):
+        out.note("go.mod", f"toolchain go{toolchain.group(1)} preferred; the local Go runs (GOTOOLCHAIN=local)")
+    if (root / "vendor" / "modules.txt").is_file():
+        out.install_commands, out.test_command = [], "go test -mod=vendor -json ./..."
+        out.dependency_files.append("vendor/modules.txt")
+        out.note("vendor/modules.txt", "dependencies vendored: go test -mod=vendor, nothing to download")
+    _toolchain(out, minimum)
     return out
 
 
+RUST_EDITIONS = {"2018": "1.31", "2021": "1.56", "2024": "1.85"}
+"""The first rustc of each edition."""
+CARGO_LOCK_VERSIONS = {3: "1.53", 4: "1.78"}
+"""The first cargo that reads each Cargo.lock format."""
+
+
+def _cargo_vendored(root: Path) -> str:
+    """The repo's cargo config file when it replaces crates.io with a source in the repo, else ""."""
+    for name in (".cargo/config.toml", ".cargo/config"):
+        if "replace-with" in str(_toml(root / name).get("source", {}).get("crates-io", {})):
+            return name
+    return ""
+
+
 def _rust(root: Path) -> RepoAnalysis:
+    """The oldest rustc the crate asks for: the toolchain file, `rust-version`, the edition and the
+    lock file's format each set a minimum (a toolchain file's exact pin or channel is read as one)."""
+    # Dependencies are vendored into the layer, which the layer's CARGO_HOME config points at:
+    # sandboxes build them from there without writing to it (cargo extracts fetched crates into
+    # CARGO_HOME, which they cannot write), with the lock file vendoring resolved (git sources need it)
     out = RepoAnalysis(language="rust", build_system="cargo", dependency_files=["Cargo.toml"],
-                       install_commands=["cargo fetch"], rebuild_commands=["cargo build --tests"],
-                       test_command="cargo test --no-fail-fast", log_parser="cargo", runtime_version="stable")
+                       install_commands=['cargo vendor "$SWEDOJO_ENV/vendor" > "$SWEDOJO_ENV/vendor.toml"',
+                                         ('mkdir -p "$CARGO_HOME" && mv "$SWEDOJO_ENV/vendor.toml" "$CARGO_HOME/config.toml"'
+                                          ' && cp Cargo.lock "$SWEDOJO_ENV/"')],
+                       rebuild_commands=['[ -f Cargo.lock ] || cp "$SWEDOJO_ENV/Cargo.lock" .', "cargo build --tests"],
+                       test_command="cargo test --no-fail-fast", log_parser="cargo")
+    minimums: list[str] = []
+    manifest = _toml(root / "Cargo.toml")
+    shared = manifest.get("workspace", {}).get("package", {})
+    for key in ("rust-version", "edition"):
+        said = manifest.get("package", {}).get(key)
+        said = said if isinstance(said, str) else shared.get(key)  # `key.workspace = true` inherits
+        value = RUST_EDITIONS.get(str(said)) if key == "edition" else said
+        if isinstance(value, str):
+            minimums.append(value)
+            out.note("Cargo.toml", f"{key} {said}: rustc {value} or newer")
     if (root / "Cargo.lock").is_file():
         out.dependency_files.append("Cargo.lock")
+        lock = _toml(root / "Cargo.lock").get("version")
+        if lock in CARGO_LOCK_VERSIONS:
+            minimums.append(CARGO_LOCK_VERSIONS[lock])
+            out.note("Cargo.lock", f"lock file version {lock}: cargo {CARGO_LOCK_VERSIONS[lock]} or newer")
     for file in ("rust-toolchain.toml", "rust-toolchain"):
         path = root / file
         if path.is_file():
             channel = _toml(path).get("toolchain", {}).get("channel") if file.endswith(".toml") else _text(path).strip()
             if channel:
-                out.runtime_version = str(channel)
+                # "1.75.0": at least that; "stable" or "nightly": the newest Debian has
+                newest = list(DEBIAN_TOOLCHAINS["rust"].values())[-1]
+                minimums.append(str(channel) if version_key(str(channel)) else newest)
                 out.note(file, f"toolchain {channel}")
-                break
-    else:
-        version = _toml(root / "Cargo.toml").get("package", {}).get("rust-version")
-        if isinstance(version, str):
-            out.runtime_version = version
-            out.note("Cargo.toml", f"rust-version {version}")
-    out.runtime_allowed = [out.runtime_version]
+            break
+    if config := _cargo_vendored(root):
+        out.install_commands, out.rebuild_commands = [], ["cargo build --tests"]
+        out.dependency_files.append(config)
+        out.note(config, "crates.io replaced by a source in the repo (vendored): nothing to fetch")
+    _toolchain(out, max(minimums, key=version_key, default=""))
     return out
 
 
 def _java(root: Path, ci: CiFindings, when: datetime | None) -> RepoAnalysis:
     version = ""
     if (root / "pom.xml").is_file():
+        # go-offline misses what only the test phase resolves (surefire's provider): a run of no
+        # test fetches it; sandboxes then run offline (-o)
         out = RepoAnalysis(language="java", build_system="maven", dependency_files=["pom.xml"],
-                           install_commands=["mvn -B -q dependency:go-offline"],
-                           rebuild_commands=["mvn -B -q -DskipTests compile"],
-                           test_command="mvn -B -fae test; status=$?; "
+                           install_commands=["mvn -B -ntp dependency:go-offline",
+                                             ("mvn -B -ntp -Dtest=NoSuchTest -DfailIfNoTests=false "
+                                              "-Dsurefire.failIfNoSpecifiedTests=false test")],
+                           rebuild_commands=["mvn -B -o -q -DskipTests test-compile"],
+                           test_command="mvn -B -o -fae test; status=$?; "
                                         "find . -path '*/surefire-reports/TEST-*.xml' -exec cat {} +; exit $status",
                            log_parser="surefire")
         pom = _text(root / "pom.xml")
@@ -891,6 +974,15 @@ def _c(root: Path) -> RepoAnalysis:
         else:
             out.note("CMakeLists.txt", "ctest tests")
         return out
+    if (root / "meson.build").is_file():
+        # meson's own JUnit report (meson-logs/testlog.junit.xml) is read per test and for its counts
+        out = RepoAnalysis(language=language, build_system="meson", dependency_files=["meson.build"],
+                           rebuild_commands=["meson setup build && meson compile -C build"],
+                           test_command="meson test -C build --print-errorlogs; status=$?; "
+                                        "cat build/meson-logs/testlog.junit.xml; exit $status",
+                           log_parser="surefire")
+        out.note("meson.build", "meson test, its JUnit report read as surefire's")
+        return out
     if (root / "configure.ac").is_file() or (root / "Makefile.am").is_file():
         configure = "./configure" if (root / "configure").is_file() else "autoreconf -fi && ./configure"
         out = RepoAnalysis(language=language, build_system="autotools", dependency_files=["configure.ac"],
@@ -945,7 +1037,7 @@ def analyse(root: Path, when: datetime | None = None, python: PythonPlanning | N
         out = _rust(root)
     elif has("pom.xml") or has("build.gradle") or has("build.gradle.kts"):
         out = _java(root, ci, when)
-    elif has("CMakeLists.txt") or has("configure.ac") or has("Makefile.am") or has("Makefile"):
+    elif has("CMakeLists.txt") or has("meson.build") or has("configure.ac") or has("Makefile.am") or has("Makefile"):
         out = _c(root)
     elif python_weak:
         kind = "pipfile" if has("Pipfile") else "tox" if has("tox.ini") else "requirements"
@@ -953,7 +1045,7 @@ def analyse(root: Path, when: datetime | None = None, python: PythonPlanning | N
     else:
         raise NoBuildSystemError(
             f"{root}: no build or dependency file the rules know (pyproject.toml, setup.py, package.json, "
-            "go.mod, Cargo.toml, pom.xml, build.gradle, CMakeLists.txt, Makefile, requirements*.txt)")
+            "go.mod, Cargo.toml, pom.xml, build.gradle, CMakeLists.txt, meson.build, Makefile, requirements*.txt)")
     for lock in ("poetry.lock", "uv.lock", "Pipfile.lock"):
         if has(lock):
             out.note(lock, "lock file present (resolution still goes through pip with the commit date)")

@@ -41,20 +41,30 @@ import docker.errors
 from pydantic import BaseModel
 
 from swedojo.repolaunch.buildlog import BuildLog
-from swedojo.repolaunch.detect import RepoAnalysis
+from swedojo.repolaunch.detect import (
+    DEBIAN_TOOLCHAINS,
+    RepoAnalysis,
+    debian_release,
+    version_key,
+)
 from swedojo.repolaunch.errors import InstallError, NoRuntimeError
 from swedojo.repolaunch.local import locked
 from swedojo.repolaunch.recipe import (
     DROP_PROJECT,
     ENV_VAR,
+    GO,
+    JAVA,
     NATIVE,
     NODE,
     NPM_QUIET,
     PYTHON,
+    RUST,
     env_key,
+    has_recipe,
     npm_resolved,
     python_shims,
     script,
+    toolchain_env,
     unsupported,
 )
 from swedojo.sandboxes.docker import SANDBOX_USER, api
@@ -75,6 +85,9 @@ NODE_RELEASE = ("bookworm", "18")
 """Debian release for Node projects and the node it ships: the oldest node with `fetch`, which
 fetches npm, and with `node --test`."""
 DEBIAN_GCC = {"bullseye": "10", "bookworm": "12", "trixie": "14"}
+DEBIAN_JAVA = {"bullseye": "11", "bookworm": "17", "trixie": "21"}
+"""The JDK each release's default-jdk-headless is (javac --release compiles for older Javas)."""
+TOOLCHAIN_NAMES = {GO: "Go", RUST: "Rust"}
 NPM_VERSION = "10.9.2"
 """npm fetched from the registry for Debian's node (Debian's own npm package pulls 300 packages)."""
 LAYERS = ("base", "runtime", "deps", "repo")
@@ -130,7 +143,9 @@ def docker_runtime(analysis: RepoAnalysis) -> tuple[str, str]:
     """(Debian release, runtime version): the runtime is the one the release ships.
 
     Python: the analysis's runtime when a release ships it (the launcher plans for one of
-    `python_runtimes`); Node: bookworm's node; C: the analysis's release and its gcc.
+    `python_runtimes`); Node: bookworm's node; Go and Rust: the oldest release whose toolchain is
+    at least the analysis's; Java: the analysis's release and its JDK; C: the analysis's release
+    and its gcc.
     """
     if analysis.language == PYTHON:
         for release, shipped in DEBIAN_PYTHON.items():
@@ -140,6 +155,20 @@ def docker_runtime(analysis: RepoAnalysis) -> tuple[str, str]:
                              f"(bullseye 3.9, bookworm 3.11, trixie 3.13)")
     if analysis.language in NODE:
         return NODE_RELEASE
+    if analysis.language in DEBIAN_TOOLCHAINS:
+        release = debian_release(analysis.language, analysis.runtime_version)
+        shipped = DEBIAN_TOOLCHAINS[analysis.language][release]
+        if version_key(shipped) < version_key(analysis.runtime_version)[:2]:
+            have = ", ".join(f"{r} {v}" for r, v in DEBIAN_TOOLCHAINS[analysis.language].items())
+            raise NoRuntimeError(f"no Debian release ships {TOOLCHAIN_NAMES[analysis.language]} "
+                                 f"{analysis.runtime_version} or newer ({have})")
+        return release, shipped
+    if analysis.language == JAVA and has_recipe(analysis):
+        release = analysis.debian_release
+        if version_key(analysis.runtime_version) > version_key(DEBIAN_JAVA[release]):
+            raise NoRuntimeError(f"no Debian release ships Java {analysis.runtime_version} "
+                                 f"(bullseye 11, bookworm 17, trixie 21)")
+        return release, DEBIAN_JAVA[release]
     if analysis.language in NATIVE:
         return analysis.debian_release, DEBIAN_GCC[analysis.debian_release]
     raise NoRuntimeError(str(unsupported(analysis)))
@@ -180,13 +209,20 @@ def toolchain_commands(analysis: RepoAnalysis) -> list[str]:
         return [_apt("nodejs", "git", "patch", "procps"), _SANDBOX_USER, _FETCH_NPM.format(v=NPM_VERSION)]
     if analysis.language in NATIVE:
         compiler = ["g++"] if analysis.language == "cpp" else ["gcc", "libc6-dev"]
-        extra = {"cmake": ["cmake"], "autotools": ["autoconf", "automake", "libtool"]}.get(analysis.build_system, [])
+        extra = {"cmake": ["cmake"], "meson": ["meson", "ninja-build"],
+                 "autotools": ["autoconf", "automake", "libtool"]}.get(analysis.build_system, [])
         return [_apt(*compiler, "make", *extra, "git", "patch", "procps"), _SANDBOX_USER]
+    # Go builds cgo packages (net, os/user) with gcc; cargo links with it
+    toolchain = {GO: ["golang-go", "gcc", "libc6-dev"], RUST: ["rustc", "cargo"],
+                 JAVA: ["default-jdk-headless", "maven"]}.get(analysis.language)
+    if toolchain and has_recipe(analysis):
+        return [_apt(*toolchain, "ca-certificates", "git", "patch", "procps"), _SANDBOX_USER]
     raise NoRuntimeError(str(unsupported(analysis)))
 
 
 def _family(language: str) -> str:
-    return "python" if language == PYTHON else "node" if language in NODE else "native"
+    return "python" if language == PYTHON else "node" if language in NODE else \
+        language if language in (GO, RUST, JAVA) else "native"
 
 
 def _python_site(spec: EnvSpec) -> str:
@@ -200,7 +236,7 @@ def layer_env(spec: EnvSpec) -> dict[str, str]:
         return {ENV_VAR: ENV_ROOT, "PATH": f"{ENV_ROOT}/shims:{ENV_ROOT}/venv/bin:{SYSTEM_PATH}"}
     if spec.language in NODE:
         return {ENV_VAR: ENV_ROOT, "PATH": f"{ENV_ROOT}/node_modules/.bin:{SYSTEM_PATH}", **NPM_QUIET}
-    return {ENV_VAR: ENV_ROOT, "PATH": SYSTEM_PATH}
+    return {ENV_VAR: ENV_ROOT, "PATH": SYSTEM_PATH, **toolchain_env(spec.language, ENV_ROOT, sandbox=True)}
 
 
 # --- Dockerfiles --------------------------------------------------------------------------------
@@ -256,6 +292,8 @@ def deps_dockerfile(spec: EnvSpec) -> str:
         if spec.resolution_date:
             build_env["PIP_CONFIG_FILE"] = "/dev/null"  # as locally: no mirror without upload times
         lines.append(_env_line(build_env))
+    else:
+        lines.append(_env_line({ENV_VAR: ENV_ROOT, **toolchain_env(spec.language, ENV_ROOT, sandbox=False)}))
     lines += ["COPY opt /opt", *_run(layer_steps("deps", spec), SRC)]
     lines += [f"FROM {runtime}", f"COPY --from=build {ENV_ROOT} {ENV_ROOT}", _env_line(layer_env(spec)), ""]
     return "\n".join(lines)

@@ -54,10 +54,13 @@ from swedojo.repolaunch.local import (
     rebuild_env,
 )
 from swedojo.repolaunch.recipe import (
+    GO,
+    RUST,
     UnsupportedLanguageError,
     install_plan,
     sandbox_steps,
 )
+from swedojo.repolaunch.registries import unreachable_registry
 from swedojo.repolaunch.validate import has_failures, network_tests, validate
 from swedojo.repos import CommitNotFoundError, RepoNotFoundError, checkout, resolve_repo
 from swedojo.sandboxes.base import ExecResult, Sandbox, SandboxConfig, SandboxError
@@ -256,12 +259,17 @@ class _DockerBuilder:
                                log.path)
 
     def runtimes(self, analysis: RepoAnalysis, log: BuildLog) -> list[str]:
-        """The admitted Pythons a Debian release ships, in the analysis's order (another language:
-        the runtime of the release its images are made from)."""
+        """The admitted Pythons a Debian release ships, in the analysis's order; Go and Rust: the
+        toolchains of the releases that satisfy the project, oldest first (another language: the
+        runtime of the release its images are made from)."""
         from swedojo.repolaunch.images import docker_runtime, python_runtimes
 
         if analysis.language != "python":
-            return [docker_runtime(analysis)[1]]
+            try:
+                return analysis.runtime_allowed if analysis.language in (GO, RUST) and analysis.runtime_allowed \
+                    else [docker_runtime(analysis)[1]]
+            except NoRuntimeError as exc:
+                raise NoRuntimeError(exc.message, log.path) from exc
 
         found = python_runtimes(analysis)
         if not found:
@@ -358,7 +366,10 @@ def _launch(repo: str, out: Path, commit: str, backend: str, mirror: Path | None
                                 cache_dir, runs, test_timeout, tests)
             except (InstallError, DiscoveryError, ValidateError) as exc:
                 said = _since(log, started)
-                exc.message = "; ".join([exc.message, *(line for line in cause(said) if line not in exc.message)])
+                offline = unreachable_registry(analysis, workdir, exc.message, said) \
+                    if isinstance(exc, InstallError) else ""
+                exc.message = offline or "; ".join([exc.message, *(line for line in cause(said)
+                                                                   if line not in exc.message)])
                 what = plan.describe() if analysis.language == "python" else f"{analysis.language} {analysis.runtime_version}"
                 failed.append(f"{what}: [{exc.stage}] {exc.message}")
                 if ruled and _dated(analysis) and (why := _undatable(said)):
@@ -368,7 +379,7 @@ def _launch(repo: str, out: Path, commit: str, backend: str, mirror: Path | None
                     plans.insert(0, plan)
                 elif ruled and analysis.language == "python" and (retry := _retry(plan, analysis, said)):
                     plans.insert(0, retry)
-                elif not _INTERPRETER_TROUBLE.search(said):
+                elif offline or not _INTERPRETER_TROUBLE.search(said):
                     plans.clear()  # nothing says the interpreter is the trouble: another one would fail alike
                 log.begin(f"the environment with {what} failed at {exc.stage}: {exc.message}"
                           + ("; trying the next plan" if plans else ""))
@@ -402,9 +413,12 @@ def _undatable(said: str) -> str:
 
 
 _INTERPRETER_TROUBLE = re.compile(r"Traceback \(most recent call last\)|INTERNALERROR|SyntaxError|ImportError"
-                                  r"|No matching distribution found|Requires-Python|requires a different Python")
-"""A failed attempt another interpreter may cure: the code, its runner or a dependency broke on
-this one, or the index has no release of a requirement for it."""
+                                  r"|No matching distribution found|Requires-Python|requires a different Python"
+                                  r"|note: module requires Go|go\.mod requires go|requires rustc \d"
+                                  r"|is not supported by the following package|feature `edition\d+` is required")
+"""A failed attempt another interpreter or toolchain may cure: the code, its runner or a
+dependency broke on this one, or the index has no release of a requirement for it, or a module
+or crate asks for a newer Go or rustc."""
 
 
 def _since(log: BuildLog, offset: int) -> str:

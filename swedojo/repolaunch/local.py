@@ -2,8 +2,8 @@
 
 Two layers, as the docker images have them (see `recipe`):
 - dependency layer: a directory under `~/.cache/swedojo/envs/<key>/` (Python: a venv holding the
-  dependencies, not the project; Node: `node_modules`; C: empty), key = `recipe.env_key` with the
-  host runtime's version; many commits share one;
+  dependencies, not the project; Node: `node_modules`; Go, cargo, Maven: what they fetched; C:
+  empty), key = `recipe.env_key` with the host runtime's version; many commits share one;
 - repo layer: `EnvSpec.rebuild_commands`, run inside each sandbox (`environment.prepare`); nothing
   is written to the shared layer.
 
@@ -44,16 +44,21 @@ from swedojo.repolaunch.errors import InstallError
 from swedojo.repolaunch.recipe import (
     DROP_PROJECT,
     ENV_VAR,
+    GO,
+    JAVA,
     NATIVE,
     NODE,
     NPM_QUIET,
     PYTHON,
+    RUST,
     env_key,
+    has_recipe,
     install_plan,
     npm_resolved,
     python_shims,
     sandbox_steps,
     script,
+    toolchain_env,
     unsupported,
 )
 from swedojo.sandboxes.base import SandboxConfig
@@ -96,7 +101,7 @@ class Runtime(BaseModel):
     """A host interpreter or toolchain the layer is made for."""
 
     name: str
-    """python, node or cc."""
+    """python, node, cc, go, cargo or javac."""
     version: str
     """Full version, e.g. 3.12.1."""
     path: Path
@@ -136,7 +141,7 @@ class LocalEnv(BaseModel):
             return {ENV_VAR: str(self.root), "PATH": f"{self.root / 'shims'}:{self.root / 'venv' / 'bin'}:{host}"}
         if self.language in NODE:
             return {ENV_VAR: str(self.root), "PATH": f"{self.root / 'node_modules' / '.bin'}:{host}", **NPM_QUIET}
-        return {ENV_VAR: str(self.root)}
+        return {ENV_VAR: str(self.root), **toolchain_env(self.language, str(self.root), sandbox=True)}
 
 
 def _python_minor(version: str) -> tuple[int, ...]:
@@ -166,13 +171,16 @@ def find_interpreter(allowed: list[str]) -> Runtime | None:
     return None
 
 
-def _tool(name: str, version_args: list[str]) -> Runtime | None:
+def _tool(name: str, version_args: list[str], prefix: str = "v") -> Runtime | None:
+    """The tool on PATH and its version: the first word of its output's first line after `prefix`
+    ("v20.1.0", "go1.19.8", "cargo 1.95.0 (...)", "javac 17.0.15")."""
     found = shutil.which(name)
     if not found or not visible_to_sandboxes(Path(found)):
         return None
     proc = subprocess.run([found, *version_args], capture_output=True, text=True, check=False)
-    version = proc.stdout.strip().splitlines()[0].removeprefix("v") if proc.returncode == 0 and proc.stdout else ""
-    return Runtime(name=name, version=version, path=Path(os.path.realpath(found))) if version else None
+    words = proc.stdout.strip().splitlines()[0].removeprefix(prefix).split() if proc.returncode == 0 and proc.stdout \
+        else []
+    return Runtime(name=name, version=words[0], path=Path(os.path.realpath(found))) if words else None
 
 
 def find_runtime(analysis: RepoAnalysis, log: BuildLog) -> Runtime:
@@ -186,10 +194,18 @@ def find_runtime(analysis: RepoAnalysis, log: BuildLog) -> Runtime:
     elif analysis.language in NATIVE:
         found = _tool("cc", ["-dumpfullversion"]) if shutil.which("make") else None
         wanted = "cc and make"
+    elif analysis.language == GO:
+        found, wanted = _tool("go", ["env", "GOVERSION"], "go"), "go"
+    elif analysis.language == RUST:
+        found, wanted = _tool("cargo", ["--version"], "cargo "), "cargo"
+    elif analysis.language == JAVA and has_recipe(analysis):
+        found = _tool("javac", ["--version"], "javac ") if shutil.which("mvn") else None
+        wanted = "javac and mvn"
     else:
         raise InstallError(str(unsupported(analysis)), log.path)
     if found is None:
-        raise InstallError(f"no {wanted} on this host that sandboxes can run", log.path)
+        raise InstallError(f"no {wanted} on this host that sandboxes can run (--backend docker brings its own)",
+                           log.path)
     if analysis.language in NODE and found.version.split(".")[0] != analysis.runtime_version.split(".")[0]:
         log.write(f"node {analysis.runtime_version} wanted, the host has {found.version}\n")
     return found
@@ -214,7 +230,8 @@ def _mirror_ports(variables: dict[str, str]) -> list[int]:
 def _install_env(language: str, root: Path, pinned: bool) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k in _PASS_THROUGH or (not pinned and k.startswith("PIP_"))}
     env.update(PATH=os.environ.get("PATH", "/usr/bin:/bin"), PIP_DISABLE_PIP_VERSION_CHECK="1", PIP_NO_INPUT="1",
-               PIP_PROGRESS_BAR="off", **NPM_QUIET)
+               PIP_PROGRESS_BAR="off", **NPM_QUIET, **{ENV_VAR: str(root)},
+               **toolchain_env(language, str(root), sandbox=False))
     if language == PYTHON:
         venv = root / "venv"
         env.update(PATH=f"{venv / 'bin'}:{env['PATH']}", VIRTUAL_ENV=str(venv))

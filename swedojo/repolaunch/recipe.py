@@ -3,10 +3,13 @@ layer's steps, the shims that let sandboxes use a layer.
 
 A dependency layer lives in one directory (`$SWEDOJO_ENV`): the local cache's `<key>/`, or
 `/opt/swedojo/env` in an image. Python: `venv/` (the dependencies, not the project) and `shims/`
-(first on PATH); Node: `node_modules/`; C: nothing. The repo layer runs in every fresh sandbox:
-Python makes an overlay venv in `$HOME` that sees the layer through a `.pth` file and installs the
-project editable into it; Node links the layer's packages into the work tree's `node_modules`;
-make builds in the work tree.
+(first on PATH); Node: `node_modules/`; Go: `gomod/` (the module cache); Rust: `vendor/` (cargo
+vendor) and `cargo/` (`CARGO_HOME`, whose config points crates.io there); Java: `m2/` (Maven's
+local repository); C: nothing. The repo layer runs in every fresh sandbox: Python makes an
+overlay venv in `$HOME` that sees the layer through a `.pth` file and installs the project
+editable into it; Node links the layer's packages into the work tree's `node_modules`; cargo,
+Maven, CMake, Meson and make build in the work tree. Sandboxes fetch nothing: Go and cargo are
+told to stay offline, and Maven runs with `-o`.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ LAYOUT = 2
 PYTHON = "python"
 NODE = ("javascript", "typescript")
 NATIVE = ("c", "cpp")
+GO, RUST, JAVA = "go", "rust", "java"
 OVERLAY = '"$HOME/.swedojo-venv"'
 EXCLUDE_BUILD_LEFTOVERS = "git ls-files --others --exclude-standard --directory | sed 's|^|/|' >> .git/info/exclude"
 """egg-info, build/, objects and links made by the repo layer stay out of `git diff`, hence out of patches."""
@@ -45,7 +49,28 @@ class UnsupportedLanguageError(ValueError):
 def unsupported(analysis: RepoAnalysis) -> UnsupportedLanguageError:
     """The one reason every backend gives for a language without a recipe."""
     return UnsupportedLanguageError(f"no environment recipe for {analysis.language} ({analysis.build_system}) yet, "
-                                    "on any backend (there are recipes for python, javascript, typescript, c and cpp)")
+                                    "on any backend (there are recipes for python, javascript, typescript, go, rust, "
+                                    "java with maven, c and cpp)")
+
+
+def has_recipe(analysis: RepoAnalysis) -> bool:
+    """Whether both backends can build the analysis (Gradle, whose wrapper fetches Gradle itself, not yet)."""
+    return analysis.language in (PYTHON, *NODE, *NATIVE, GO, RUST) or \
+        (analysis.language == JAVA and analysis.build_system == "maven")
+
+
+def toolchain_env(language: str, root: str, sandbox: bool) -> dict[str, str]:
+    """Go, cargo and Maven variables naming where the dependency layer (`root`) keeps what they
+    fetched: the same at install and in sandboxes. Installs keep Go's module cache removable;
+    sandboxes are offline, so a dependency the layer lacks fails at once, naming itself."""
+    if language == GO:
+        return {"GOMODCACHE": f"{root}/gomod", "GOTOOLCHAIN": "local",
+                **({"GOPROXY": "off"} if sandbox else {"GOFLAGS": "-modcacherw"})}
+    if language == RUST:
+        return {"CARGO_HOME": f"{root}/cargo", **({"CARGO_NET_OFFLINE": "true"} if sandbox else {})}
+    if language == JAVA:
+        return {"MAVEN_OPTS": f"-Dmaven.repo.local={root}/m2"}
+    return {}
 
 
 def install_plan(analysis: RepoAnalysis) -> list[str]:
@@ -57,9 +82,9 @@ def install_plan(analysis: RepoAnalysis) -> list[str]:
     if analysis.language == PYTHON:
         when = f" --uploaded-prior-to {analysis.resolution_date}" if analysis.resolution_date else ""
         return [*analysis.install_commands, f"pip install{when} pip"]
-    if analysis.language in NODE or analysis.language in NATIVE:
-        return list(analysis.install_commands)
-    raise unsupported(analysis)
+    if not has_recipe(analysis):
+        raise unsupported(analysis)
+    return list(analysis.install_commands)
 
 
 def sandbox_steps(analysis: RepoAnalysis) -> list[str]:

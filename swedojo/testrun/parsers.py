@@ -212,24 +212,59 @@ def _json_lines(log: str) -> Iterator[dict[str, Any]]:
                 yield event
 
 
+_GO_VERDICT = re.compile(r"^\s*--- (PASS|FAIL|SKIP): (\S+)")
+_GO_BROKEN = re.compile(r"^FAIL\s+(\S+) \[(?:build|setup) failed\]")
+"""A package that did not build: go prints this line outside the JSON events before Go 1.24."""
+_GO_STATUS = {"pass": TestStatus.PASSED, "fail": TestStatus.FAILED, "skip": TestStatus.SKIPPED}
+
+
+def _go_output(log: str) -> Iterator[str]:
+    """The lines go test itself printed: the JSON events' output, and lines outside the events."""
+    for line in log.splitlines():
+        if not line.lstrip().startswith("{"):
+            yield line
+    for event in _json_lines(log):
+        if event.get("Action") == "output":
+            yield from str(event.get("Output", "")).splitlines()
+
+
 def parse_go_test(log: str) -> dict[str, TestStatus]:
     """`go test -json` events; a package that fails with no failing test (build error) is an ERROR."""
     results: dict[str, TestStatus] = {}
     failed_packages: list[str] = []
-    statuses = {"pass": TestStatus.PASSED, "fail": TestStatus.FAILED, "skip": TestStatus.SKIPPED}
     for event in _json_lines(log):
         action, package, test = event.get("Action"), event.get("Package", ""), event.get("Test")
-        if action not in statuses:
+        if action not in _GO_STATUS:
             continue
         if test:
-            _record(results, f"{package}::{test}", statuses[action])
+            _record(results, f"{package}::{test}", _GO_STATUS[action])
         elif action == "fail":
             failed_packages.append(package)
+    failed_packages += [m.group(1) for line in _go_output(log) if (m := _GO_BROKEN.match(line))]
     for package in failed_packages:
         if not any(test.startswith(f"{package}::") and status == TestStatus.FAILED
                    for test, status in results.items()):
             _record(results, package, TestStatus.ERROR)
     return results
+
+
+def summary_go_test(log: str) -> Counts | None:
+    """go's own verdict lines ("--- PASS: TestA (0.00s)", subtests indented) and its failed
+    packages; a package that failed without any test's failing verdict (a build error, a panic
+    outside tests) counts once as failed."""
+    verdicts: dict[str, str] = {}
+    for event in _json_lines(log):
+        if event.get("Action") == "output" and (match := _GO_VERDICT.match(str(event.get("Output", "")))):
+            verdicts[f"{event.get('Package', '')}::{match.group(2)}"] = match.group(1)
+    failed = {e.get("Package", "") for e in _json_lines(log) if e.get("Action") == "fail" and not e.get("Test")}
+    failed |= {m.group(1) for line in _go_output(log) if (m := _GO_BROKEN.match(line))}
+    if not verdicts and not failed:
+        return None
+    untested = sum(1 for package in failed
+                   if not any(t.startswith(f"{package}::") and v == "FAIL" for t, v in verdicts.items()))
+    tally = Counter(verdicts.values())
+    return Counts(total=len(verdicts) + untested, passed=tally["PASS"], failed=tally["FAIL"] + untested,
+                  skipped=tally["SKIP"])
 
 
 # --- jest / vitest JSON reporters ---------------------------------------------------------------
@@ -369,19 +404,28 @@ def summary_uvu(log: str) -> Counts | None:
 # --- cargo test (libtest) -----------------------------------------------------------------------
 
 _CARGO_RUNNING = re.compile(r"^\s*Running (?:unittests )?(\S+) \((?:.*/)?([^/)]+?)(?:-[0-9a-f]{8,})?(?:\.exe)?\)")
+_CARGO_RUNNING_OLD = re.compile(r"^\s*Running (?:\S*/)?([^/\s]+?)(?:-[0-9a-f]{8,})?(?:\.exe)?$")
+"""Before cargo 1.58 (bullseye's 1.48): "Running target/debug/deps/calc-0a1b2c3d", no source file."""
 _CARGO_DOCTESTS = re.compile(r"^\s*Doc-tests (\S+)")
 _CARGO_TEST = re.compile(r"^test (.+?) \.\.\. (ok|FAILED|ignored)(?:,.*)?$")
 _CARGO_RESULT = re.compile(r"^test result: \w+\. (\d+) passed; (\d+) failed; (\d+) ignored; (\d+) measured")
 
 
 def parse_cargo(log: str) -> dict[str, TestStatus]:
-    """`cargo test` output; ids are `binary::test path` so workspace crates do not clash."""
+    """`cargo test` output; ids are `binary::test path` so workspace crates do not clash. A bin
+    target named as its crate's lib gets `binary (src/main.rs)` (old cargo, which does not name the
+    file: `binary (2)`)."""
     statuses = {"ok": TestStatus.PASSED, "FAILED": TestStatus.FAILED, "ignored": TestStatus.SKIPPED}
     results: dict[str, TestStatus] = {}
     binary = ""
+    seen: dict[str, list[str]] = {}  # binary -> the sources its runs came from
     for line in log.splitlines():
-        if match := _CARGO_RUNNING.match(line):
-            binary = match.group(2)
+        if match := _CARGO_RUNNING.match(line) or _CARGO_RUNNING_OLD.match(line):
+            name, source = (match.group(2), match.group(1)) if match.re is _CARGO_RUNNING else (match.group(1), "")
+            sources = seen.setdefault(name, [])
+            sources.append(source)
+            clash = len(sources) > 1 and not (source and source == sources[0])
+            binary = f"{name} ({source or len(sources)})" if clash else name
         elif match := _CARGO_DOCTESTS.match(line):
             binary = f"{match.group(1)} (doc)"
         elif match := _CARGO_TEST.match(line.strip()):
@@ -741,6 +785,7 @@ SUMMARIES: dict[str, Callable[[str], Counts | None]] = {
     "pytest": summary_pytest,
     "pytest-junit": summary_junit,
     "surefire": summary_junit,
+    "gotest": summary_go_test,
     "jest": summary_jest,
     "vitest": summary_jest,
     "mocha": summary_mocha,
@@ -754,7 +799,7 @@ SUMMARIES: dict[str, Callable[[str], Counts | None]] = {
     "automake": summary_automake,
     "unittest": summary_unittest,
 }
-"""Readers of each framework's own totals; `go test -json` prints none."""
+"""Readers of each framework's own totals."""
 
 TALLIES: dict[str, Callable[[str], Counts]] = {"uvu": tally_uvu, "node-tap": tally_node_tap, "tape": tally_tape}
 """For a parser whose ids are not what its framework counts (uvu's are suites, tap and tape count
@@ -814,14 +859,21 @@ def check_counts(name: str, log: str, results: dict[str, TestStatus], exit_code:
     return problems
 
 
+STRICT_COUNTS = frozenset({"gotest", "cargo", "ctest", "surefire"})
+"""Runners whose summary counts each test once in each status: any count the parse does not
+reproduce is binding, not only the total."""
+
+
 def check_summary(name: str, log: str, results: dict[str, TestStatus]) -> None:
     """SummaryMismatchError when the framework's summary counts another number of tests than the
-    parse read. The total is what every framework counts one per test; a split between statuses
-    may count outcomes instead (see `check_counts`). A parser opts in by registering a summary
-    reader in `SUMMARIES` (and a tally in `TALLIES` when its ids are not one per test)."""
+    parse read (for `STRICT_COUNTS` runners: any other count). The total is what every framework
+    counts one per test; a split between statuses may count outcomes instead (see `check_counts`).
+    A parser opts in by registering a summary reader in `SUMMARIES` (and a tally in `TALLIES`
+    when its ids are not one per test)."""
     _known(name)
-    if "total" in (found := _differences(name, log, results)):
-        said, got = found["total"]
+    found = _differences(name, log, results)
+    if "total" in found or (found and name in STRICT_COUNTS):
+        said, got = found.get("total", (len(results), len(results)))
         others = "; ".join(f"{f} {s} vs {g}" for f, (s, g) in found.items() if f != "total")
         raise SummaryMismatchError(f"the runner's own summary counts {said} tests, parser {name!r} read {got}"
                                    + (f" ({others})" if others else "") + ": per-test results would be guesses")

@@ -17,7 +17,7 @@ from launch_helpers import C_OK, DATE
 from swedojo.repolaunch.buildlog import BuildLog
 
 DOJO = str(Path(sys.executable).with_name("dojo"))
-GO = {"go.mod": "module example.com/x\n\ngo 1.22\n", "x.go": "package x\n"}
+GRADLE = {"build.gradle": "plugins { id 'java' }\n", "src/main/java/X.java": "class X {}\n"}
 NODE = {"package.json": '{"name": "n", "version": "1.0.0", "scripts": {"test": "node --test"}}\n',
         "test/a.test.js": "const test = require('node:test');\ntest('ok', () => {});\n"}
 C_BROKEN = {"Makefile": "CFLAGS = -fdiagnostics-color=always\nall: runner\nrunner: runner.c\n\t$(CC) $(CFLAGS) -o runner runner.c\n"
@@ -39,9 +39,9 @@ def _failure(run: subprocess.CompletedProcess[str]) -> str:
 @pytest.mark.docker
 def test_a_language_without_a_recipe_gets_the_same_true_reason_on_both_backends(make_repo, tmp_path: Path,
                                                                                 env_cache: Path) -> None:
-    repo = make_repo("gorepo", GO, DATE)
+    repo = make_repo("gradlerepo", GRADLE, DATE)
     said = {backend: _failure(_launch(repo, tmp_path / backend, backend, env_cache)) for backend in ("local", "docker")}
-    reason = "launch failed at stage install: no environment recipe for go (go modules) yet, on any backend"
+    reason = "launch failed at stage install: no environment recipe for java (gradle) yet, on any backend"
     assert all(reason in text for text in said.values()), said
     assert said["local"].replace("/local/", "/docker/") == said["docker"]
 

@@ -205,21 +205,38 @@ def test_c_projects(tmp_path: Path) -> None:
     a = analyse(cmake)
     assert (a.language, a.build_system, a.test_command, a.log_parser) == \
         ("cpp", "cmake", "cd build && ctest --output-on-failure", "ctest")
+    meson = write_tree(tmp_path / "meson", {"meson.build": "project('x', 'c')\n", "x.c": "int main(void) {}\n"})
+    a = analyse(meson)
+    assert (a.language, a.build_system, a.log_parser) == ("c", "meson", "surefire")
+    assert "build/meson-logs/testlog.junit.xml" in a.test_command
 
 
 def test_go_rust_java(tmp_path: Path) -> None:
     go = write_tree(tmp_path / "go", {"go.mod": "module example.com/x\n\ngo 1.21\n\ntoolchain go1.22.3\n",
                                       "go.sum": ""})
-    a = analyse(go)
-    assert (a.language, a.runtime_version, a.install_commands, a.test_command, a.log_parser) == \
-        ("go", "1.22", ["go mod download"], "go test -json ./...", "gotest")
+    a = analyse(go)  # go 1.21 is the minimum (toolchain only a preference): bookworm's 1.19 is too old
+    assert (a.language, a.runtime_version, a.debian_release, a.install_commands, a.test_command, a.log_parser) == \
+        ("go", "1.24", "trixie", ["go mod download"], "go test -json ./...", "gotest")
     assert a.dependency_files == ["go.mod", "go.sum"]
+    vendored = write_tree(tmp_path / "vendored", {"go.mod": "module example.com/v\n\ngo 1.18\n",
+                                                  "vendor/modules.txt": "# example.com/dep v1.0.0\n"})
+    a = analyse(vendored)
+    assert (a.runtime_version, a.runtime_allowed, a.debian_release) == ("1.19", ["1.19", "1.24"], "bookworm")
+    assert (a.install_commands, a.test_command) == ([], "go test -mod=vendor -json ./...")
 
     rust = write_tree(tmp_path / "rust", {"Cargo.toml": '[package]\nname = "x"\nrust-version = "1.70"\n',
                                           "rust-toolchain.toml": '[toolchain]\nchannel = "1.75.0"\n'})
     a = analyse(rust)
-    assert (a.language, a.runtime_version, a.test_command, a.log_parser) == \
-        ("rust", "1.75.0", "cargo test --no-fail-fast", "cargo")
+    assert (a.language, a.runtime_version, a.debian_release, a.test_command, a.log_parser) == \
+        ("rust", "1.85", "trixie", "cargo test --no-fail-fast", "cargo")
+    edition = write_tree(tmp_path / "edition", {"Cargo.toml": '[package]\nname = "x"\nedition = "2021"\n',
+                                                "Cargo.lock": "version = 3\n"})
+    assert (analyse(edition).runtime_version, analyse(edition).debian_release) == ("1.63", "bookworm")
+    write_tree(edition, {"Cargo.lock": "version = 4\n"})  # a lock file cargo 1.63 cannot read
+    assert analyse(edition).runtime_version == "1.85"
+    write_tree(edition, {".cargo/config.toml": '[source.crates-io]\nreplace-with = "vendored"\n'
+                                               '[source.vendored]\ndirectory = "vendor"\n'})
+    assert analyse(edition).install_commands == []
 
     maven = write_tree(tmp_path / "maven", {
         "pom.xml": "<project><properties><maven.compiler.source>1.8</maven.compiler.source>"
@@ -260,7 +277,9 @@ def test_no_build_system(tmp_path: Path) -> None:
 def test_debian_release_by_runtime() -> None:
     assert [debian_release("python", v) for v in ("3.7", "3.9", "3.10", "3.11", "3.12", "3.13")] == \
         ["bullseye", "bullseye", "bookworm", "bookworm", "trixie", "trixie"]
-    assert debian_release("go", "1.22") == "bookworm"
+    assert [debian_release("go", v) for v in ("1.13", "1.16", "1.19", "1.22", "1.24")] == \
+        ["bullseye", "bookworm", "bookworm", "trixie", "trixie"]
+    assert [debian_release("rust", v) for v in ("1.48", "1.56", "1.70")] == ["bullseye", "bookworm", "trixie"]
 
 
 # --- failure classes seen on real repositories (SWE-bench Lite), each on a repo made here ---------

@@ -23,6 +23,7 @@ from swedojo.testrun.errors import SummaryMismatchError
 from swedojo.testrun.parsers import (
     PARSERS,
     SUMMARIES,
+    Counts,
     check_counts,
     check_summary,
     counts_of,
@@ -111,12 +112,45 @@ mod tests {
 }
 """,
         "tests/api.rs": "#[test] fn public_api() { assert_eq!(calc::add(1, 1), 2); }\n",
+        # the bin target has the lib's name, and a test of the same path
+        "src/main.rs": "fn main() {}\n#[cfg(test)]\nmod tests {\n    #[test] fn adds() {}\n}\n",
     })
     log, code = run(["cargo", "test", "--offline", "--no-fail-fast"], tmp_path)
     results = parse_log("cargo", log)
     assert results == {"calc::tests::adds": P, "calc::tests::breaks": F, "calc::tests::slow": S,
-                       "calc::tests::panics": P, "api::public_api": P, "calc (doc)::src/lib.rs - add (line 2)": P}
+                       "calc::tests::panics": P, "api::public_api": P, "calc (doc)::src/lib.rs - add (line 2)": P,
+                       "calc (src/main.rs)::tests::adds": P}
     assert code != 0 and check_counts("cargo", log, results, code) == []
+
+
+def test_cargo_before_1_58_names_no_source() -> None:
+    """bullseye's cargo 1.48: "Running target/debug/deps/NAME-HASH"; a bin named as the lib comes second."""
+    log = """     Running target/debug/deps/calc-cb7d05e3d3498d52
+
+running 2 tests
+test tests::adds ... ok
+test tests::breaks ... FAILED
+
+test result: FAILED. 1 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out
+
+     Running target/debug/deps/calc-d140f2ecb05eb156
+
+running 1 test
+test tests::adds ... ok
+
+test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out
+
+     Running target/debug/deps/outside-0a1b2c3d4e5f6071
+
+running 1 test
+test from_outside ... ok
+
+test result: ok. 1 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out
+"""
+    results = parse_log("cargo", log)
+    assert results == {"calc::tests::adds": P, "calc::tests::breaks": F, "calc (2)::tests::adds": P,
+                       "outside::from_outside": P}
+    assert check_counts("cargo", log, results, 101) == []
 
 
 @needs("ctest")
@@ -231,9 +265,26 @@ def test_go_test_json() -> None:
         "example.com/calc::TestDiv/by_zero": F, "example.com/calc::TestSlow": S,
         "example.com/calc/strutil::TestReverse": P, "example.com/calc/broken": E,
     }
-    assert "gotest" not in SUMMARIES  # go test -json prints no totals: only the exit code is checked
+    # go's own verdict lines and failed packages: 6 verdicts and a package that did not build
+    assert SUMMARIES["gotest"](log) == Counts(total=7, passed=3, failed=3, skipped=1)
     assert check_counts("gotest", log, results, 1) == []
     assert check_counts("gotest", log, results, 0) == ["exit code 0 but 3 test(s) failed"]
+    missed = {k: v for k, v in results.items() if k != "example.com/calc::TestSlow"}
+    with pytest.raises(SummaryMismatchError, match=r"counts 7 tests, parser 'gotest' read 6 \(skipped 1 vs 0\)"):
+        check_summary("gotest", log, missed)
+    relabelled = {**results, "example.com/calc::TestSlow": P}  # the total agrees; for go, every count binds
+    with pytest.raises(SummaryMismatchError, match=r"passed 3 vs 4; skipped 1 vs 0"):
+        check_summary("gotest", log, relabelled)
+
+
+def test_go_build_failure_printed_outside_the_events() -> None:
+    """Before Go 1.24, a package that does not build is only a plain line among the JSON events."""
+    log = ('# example.com/m/bad\nbad/bad.go:3:1: syntax error\nFAIL\texample.com/m/bad [build failed]\n'
+           '{"Action":"output","Package":"example.com/m","Test":"TestOk","Output":"--- PASS: TestOk (0.00s)\\n"}\n'
+           '{"Action":"pass","Package":"example.com/m","Test":"TestOk"}\n')
+    results = parse_log("gotest", log)
+    assert results == {"example.com/m::TestOk": P, "example.com/m/bad": E}
+    assert check_counts("gotest", log, results, 2) == []
 
 
 UNITTEST_SUITE = {
