@@ -20,8 +20,6 @@ from sandbox_helpers import BACKENDS, make_repo, make_sandbox
 from swedojo.sandboxes.base import Sandbox, SandboxConfig, SandboxError
 
 CONFIG = SandboxConfig(command_timeout_s=20, total_time_s=600, memory_mb=512, pids=128, disk_mb=64)
-QUICK_S = 10.0
-"""A file op that does not hang returns well within this (the helpers' own bound is 120 s)."""
 
 
 @pytest.fixture(params=BACKENDS)
@@ -124,13 +122,12 @@ def test_symlinks_inside_the_tree_are_read_through(box: Sandbox) -> None:
 
 @pytest.mark.parametrize("path", ["fifo", "/dev/zero", "/dev/null", "devlink"])
 def test_fifos_and_devices_are_refused_not_hung_on(box: Sandbox, path: str) -> None:
+    """Refused for what they are, not after the helpers' time bound (whose error says it timed out)."""
     assert box.exec("mkfifo fifo && ln -s /dev/zero devlink").ok
-    started = time.monotonic()
     with pytest.raises(OSError, match="Not a regular file"):
         box.read_file(path)
     with pytest.raises(OSError, match="Not a regular file"):
         box.write_file(path, b"x")
-    assert time.monotonic() - started < QUICK_S
     assert box.exec("echo ok").output == "ok\n"
 
 
