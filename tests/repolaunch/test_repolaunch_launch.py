@@ -192,7 +192,7 @@ def test_rules_fail_then_the_setup_agent_hook(make_repo, tmp_path: Path, env_cac
 def test_cli(launched: dict, tmp_path: Path, env_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SWEDOJO_CACHE", str(env_cache))
     app = typer.Typer()
-    app.command()(launch_command)
+    app.command()(launch_command())
     runner = CliRunner()
     args = [str(launched["repo"]), "--commit", launched["spec"].commit, "--out", str(tmp_path / "a"), "--backend", "local"]
     ok = runner.invoke(app, args)
@@ -208,7 +208,7 @@ def test_cli_rebuild_of_the_local_layer(launched: dict, tmp_path: Path, env_cach
     """The venv is made again from the EnvSpec's commands alone; the statuses are the same."""
     monkeypatch.setenv("SWEDOJO_CACHE", str(env_cache))
     app = typer.Typer()
-    app.command()(launch_command)
+    app.command()(launch_command())
     out = tmp_path / "r"
     out.mkdir()
     (out / "envspec.json").write_text(launched["spec"].model_dump_json())
