@@ -69,7 +69,7 @@ def _fail(exc: LaunchError) -> typer.Exit:
     return typer.Exit(1)
 
 
-AgentFactory = Callable[[str, "int | None", str], SetupAgent]
+AgentFactory = Callable[[str, int | None, str], SetupAgent]
 """(model spec, step budget or None for the agent's default, API key variable) -> the setup agent;
 given by the layer that has the agent loop (`swedojo.cli`)."""
 

@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 import typer
 from launch_helpers import (
-    sandbox_at_a_later_commit,
     CALC_FLAKY,
     CALC_NETWORK,
     CALC_STATUSES,
@@ -27,6 +26,7 @@ from launch_helpers import (
     PROJECT,
     TESTS,
     commit_all,
+    sandbox_at_a_later_commit,
     write_tree,
 )
 from rich.console import Console
