@@ -31,6 +31,22 @@ from swedojo.tools.cli import tools_command
 
 if TYPE_CHECKING:
     from swedojo.evaluate import Summary
+    from swedojo.repolaunch.fallback import SetupAgent
+
+
+def _setup_agent(model: str, max_steps: int | None, api_key_env: str) -> SetupAgent:
+    """`dojo launch --agent-model`: the agent loop as the launch's setup agent."""
+    from swedojo.agent.backends import BackendError, load_backend
+    from swedojo.agent.setup import ModelSetupAgent, SetupAgentSettings
+
+    try:
+        backend = load_backend(model, api_key_env=api_key_env) if model.startswith(("http://", "https://")) \
+            else load_backend(model)
+    except BackendError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--agent-model") from exc
+    settings = SetupAgentSettings() if max_steps is None else SetupAgentSettings(max_steps=max_steps)
+    return ModelSetupAgent(backend, settings, name=model)
+
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="swedojo: SWE environments, agents, rewards and RL data.")
 console = Console(soft_wrap=True)
@@ -38,7 +54,7 @@ app.command("tools")(tools_command)
 app.command("export")(export_command)
 app.command("mismatch")(mismatch_command)
 app.command("gen")(gen_command)
-app.command("launch")(launch_command)
+app.command("launch")(launch_command(_setup_agent))
 app.add_typer(sandbox_app, name="sandbox")
 
 

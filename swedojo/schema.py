@@ -94,6 +94,19 @@ class TaskInstance(BaseModel):
         return record
 
 
+class SetupAgentRun(BaseModel):
+    """The setup agent's part in an environment: the rules failed, and the plan is the agent's."""
+
+    stage: str
+    """Stage the rules failed at: analyse, install, test-discovery or validate."""
+    failure: str
+    """How the rules failed there."""
+    model: str
+    """The model the agent ran (`dojo launch --agent-model`)."""
+    trajectory: str
+    """The agent's trajectory file, in the launch's out dir."""
+
+
 class EnvSpec(BaseModel):
     """How to build an environment for a repo at a commit, run its tests and read the results."""
 
@@ -158,6 +171,10 @@ class EnvSpec(BaseModel):
     """Date bounds given up, each with the registry's words: it could not resolve the dependencies
     as of the commit date (npm ETARGET / ENOVERSIONS where it serves no publish times before it, an
     index without upload times for pip), so they are the latest ones and `resolution_date` is empty."""
+    setup_agent: SetupAgentRun | None = None
+    """Set when the setup agent made the plan (install, repo layer and test commands, parser) because
+    the rules failed; None: the rules made it. Either way the plan is the plain commands above, so
+    `--rebuild` replays it with no agent."""
 
     @model_validator(mode="before")
     @classmethod

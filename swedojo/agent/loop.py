@@ -179,6 +179,10 @@ class ModelPolicy:
     """
 
     name = "model"
+    system_prompt = SYSTEM_PROMPT
+    """The system prompt's template ({tools}): a subclass with another job has its own."""
+    task_prompt = TASK_PROMPT
+    """The task prompt's template ({workdir}, {issue}: the instance's problem statement)."""
 
     def __init__(self, backend: ModelBackend, config: AgentConfig | None = None) -> None:
         self.backend = backend
@@ -210,8 +214,8 @@ class ModelPolicy:
 
     def start(self, instance: TaskInstance, sandbox: Sandbox, run: RunContext) -> Episode:
         """The prompts, an empty trajectory and the conversation they open."""
-        system = SYSTEM_PROMPT.format(tools=self.format.render_tools(self.registry.specs()))
-        task = TASK_PROMPT.format(workdir=sandbox.workdir, issue=instance.problem_statement.strip())
+        system = self.system_prompt.format(tools=self.format.render_tools(self.registry.specs()))
+        task = self.task_prompt.format(workdir=sandbox.workdir, issue=instance.problem_statement.strip())
         trajectory = Trajectory(
             instance_id=instance.instance_id, policy=self.name, model=self.backend.name, group_id=run.group_id,
             policy_version=self.backend.version,

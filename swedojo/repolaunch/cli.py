@@ -3,6 +3,7 @@ terminal, and a line naming the running step every 10 s when piped."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from rich.text import Text
 from swedojo.progress import shown
 from swedojo.repolaunch.buildlog import BuildLog
 from swedojo.repolaunch.errors import LaunchError, RebuildMismatchError
+from swedojo.repolaunch.fallback import SetupAgent
 from swedojo.repolaunch.launch import (
     BACKENDS,
     UnsupportedBackendError,
@@ -67,34 +69,54 @@ def _fail(exc: LaunchError) -> typer.Exit:
     return typer.Exit(1)
 
 
-def launch_command(
-    repo: str = typer.Argument(..., help="Local path, git URL, or owner/name (with --mirror)."),
-    commit: str = typer.Option("", help="Commit to build for (default: HEAD)."),
-    out: Path = typer.Option(..., help="Directory for envspec.json, analysis.json and build.log."),
-    backend: str = typer.Option("auto", help="docker (layered images), local (venv) or auto: docker where an "
-                                             "engine answers."),
-    mirror: Path | None = typer.Option(None, help="Directory of local mirrors for owner/name repos."),
-    rebuild_: bool = typer.Option(False, "--rebuild", help="Then build every layer again from scratch from "
-                                  "OUT/envspec.json alone and check the tests give the same statuses."),
-) -> None:
-    """Build (or reuse) the environment of REPO at a commit, run its tests twice, write its EnvSpec."""
-    chosen = default_backend() if backend == "auto" else backend
-    if chosen not in BACKENDS:
-        raise typer.BadParameter(f"unknown backend {backend!r}; choose auto, {', '.join(BACKENDS)}", param_hint="--backend")
-    out.mkdir(parents=True, exist_ok=True)
-    spec_path = out / "envspec.json"
-    if not (rebuild_ and spec_path.is_file()):
-        _launch(repo, out, commit, chosen, mirror)
-    if rebuild_:
-        _rebuild(EnvSpec.model_validate_json(spec_path.read_text()), out, mirror)
-    typer.echo(str(spec_path))
+AgentFactory = Callable[[str, int | None, str], SetupAgent]
+"""(model spec, step budget or None for the agent's default, API key variable) -> the setup agent;
+given by the layer that has the agent loop (`swedojo.cli`)."""
 
 
-def _launch(repo: str, out: Path, commit: str, backend: str, mirror: Path | None) -> EnvSpec:
+def launch_command(agents: AgentFactory | None = None) -> Callable[..., None]:
+    """The `dojo launch` command; `agents` makes the setup agent `--agent-model` names."""
+
+    def command(
+        repo: str = typer.Argument(..., help="Local path, git URL, or owner/name (with --mirror)."),
+        commit: str = typer.Option("", help="Commit to build for (default: HEAD)."),
+        out: Path = typer.Option(..., help="Directory for envspec.json, analysis.json and build.log."),
+        backend: str = typer.Option("auto", help="docker (layered images), local (venv) or auto: docker where an "
+                                                 "engine answers."),
+        mirror: Path | None = typer.Option(None, help="Directory of local mirrors for owner/name repos."),
+        rebuild_: bool = typer.Option(False, "--rebuild", help="Then build every layer again from scratch from "
+                                      "OUT/envspec.json alone and check the tests give the same statuses."),
+        agent_model: str = typer.Option("", help="When the rules cannot set the repo up, a setup agent with this "
+                                        "model finds a plan: a checkpoint dir, http(s) URL[#served-model], tiny:ARCH "
+                                        "or scripted:FILE, as `dojo run --model` (default: none, the launch fails)."),
+        agent_budget: int | None = typer.Option(None, min=1, help="The setup agent's assistant turns (default 30)."),
+        api_key_env: str = typer.Option("OPENAI_API_KEY", help="For an http(s) --agent-model: the variable that "
+                                        "holds its API key."),
+    ) -> None:
+        """Build (or reuse) the environment of REPO at a commit, run its tests twice, write its EnvSpec."""
+        chosen = default_backend() if backend == "auto" else backend
+        if chosen not in BACKENDS:
+            raise typer.BadParameter(f"unknown backend {backend!r}; choose auto, {', '.join(BACKENDS)}",
+                                     param_hint="--backend")
+        if agent_model and agents is None:
+            raise typer.BadParameter("this command has no setup agent to run", param_hint="--agent-model")
+        agent = agents(agent_model, agent_budget, api_key_env) if agent_model and agents else None
+        out.mkdir(parents=True, exist_ok=True)
+        spec_path = out / "envspec.json"
+        if not (rebuild_ and spec_path.is_file()):
+            _launch(repo, out, commit, chosen, mirror, agent)
+        if rebuild_:
+            _rebuild(EnvSpec.model_validate_json(spec_path.read_text()), out, mirror)
+        typer.echo(str(spec_path))
+
+    return command
+
+
+def _launch(repo: str, out: Path, commit: str, backend: str, mirror: Path | None, agent: SetupAgent | None) -> EnvSpec:
     log = BuildLog(out / "build.log")
     try:
         with _live(log, f"launch {repo} ({backend})"):
-            spec = launch(repo, out, commit=commit, backend=backend, mirror=mirror, log=log)
+            spec = launch(repo, out, commit=commit, backend=backend, mirror=mirror, agent=agent, log=log)
     except UnsupportedBackendError as exc:
         raise typer.BadParameter(str(exc), param_hint="--backend") from exc
     except LaunchError as exc:
@@ -106,6 +128,9 @@ def _launch(repo: str, out: Path, commit: str, backend: str, mirror: Path | None
     console.print(f"[green]environment ready[/green] in {log.elapsed:.1f}s ({where}): {spec.language} "
                   f"{spec.runtime_version}, {len(spec.test_status)} tests ({passed} pass, {len(spec.flaky_tests)} "
                   f"flaky, {len(spec.network_tests)} need the network)")
+    if spec.setup_agent:
+        console.print(f"the plan is the setup agent's ({spec.setup_agent.model}; the rules failed at "
+                      f"{spec.setup_agent.stage}): trajectory {spec.setup_agent.trajectory}")
     return spec
 
 

@@ -4,8 +4,9 @@ Stages (each failure is a `LaunchError` subclass naming its stage, with the buil
 resolve (find the repo and commit) -> analyse (rules, `detect.analyse`) -> install (layers,
 cached: local venv or docker images) -> test-discovery and validate (the suite twice with the
 network off in a sandbox of the environment, baseline and flaky tests; once more with the network
-on when tests failed, for the tests that need it). When the rules fail at analyse or install, an
-optional `SetupAgent` proposes a plan, which is tried once.
+on when tests failed, for the tests that need it). When the rules fail (at analyse, or at install,
+test-discovery or validate after every plan they had), an optional `SetupAgent` proposes a plan,
+which is built from scratch and validated once; the `EnvSpec` says it came from the agent.
 
 A launch is cached twice over: the layers by content, and the validated `EnvSpec` by commit
 (local: in the dependency layer; docker: by the final image's id), so launching the same commit
@@ -26,7 +27,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -42,11 +42,12 @@ from swedojo.repolaunch.errors import (
     AnalyseError,
     DiscoveryError,
     InstallError,
+    LaunchError,
     NoRuntimeError,
     ResolveError,
     ValidateError,
 )
-from swedojo.repolaunch.fallback import SetupAgent, SetupRequest
+from swedojo.repolaunch.fallback import NoPlanError, SetupAgent, SetupRequest
 from swedojo.repolaunch.local import (
     build_env,
     default_cache_dir,
@@ -65,10 +66,8 @@ from swedojo.repolaunch.validate import has_failures, network_tests, validate
 from swedojo.repos import CommitNotFoundError, RepoNotFoundError, checkout, resolve_repo
 from swedojo.sandboxes.base import ExecResult, Sandbox, SandboxConfig, SandboxError
 from swedojo.sandboxes.environment import Environment, PrepareError, prepare
-from swedojo.schema import EnvSpec, TestStatus
+from swedojo.schema import EnvSpec, SetupAgentRun, TestStatus
 from swedojo.testrun.command import runnable
-
-T = TypeVar("T")
 
 
 class UnsupportedBackendError(ValueError):
@@ -140,40 +139,28 @@ def _checkout(source: Path, sha: str, log: BuildLog) -> Iterator[Path]:
         yield workdir
 
 
-def _analyse(request: SetupRequest, when: datetime, log: BuildLog, agent: SetupAgent | None) -> tuple[RepoAnalysis, bool]:
-    """The analysis, and whether the rules made it (a setup agent's plan is tried as it is)."""
+def _analyse(workdir: Path, when: datetime, log: BuildLog) -> RepoAnalysis:
+    """What the rules make of the work tree."""
     log.begin("analyse")
-    ruled = True
     try:
-        analysis = analyse(request.workdir, when)
+        analysis = analyse(workdir, when)
     except NoBuildSystemError as exc:
-        if agent is None:
-            raise AnalyseError(f"{exc}; no setup agent is configured to take over", log.path) from exc
-        log.begin("setup agent (analyse)")
-        analysis, ruled = agent.propose(request.model_copy(update={"stage": "analyse", "failure": str(exc)})), False
+        raise AnalyseError(str(exc), log.path) from exc
+    _describe(analysis, log)
+    return analysis
+
+
+def _describe(analysis: RepoAnalysis, log: BuildLog) -> None:
+    """The plan into the build log; NoRuntimeError before any backend looks for a runtime when no
+    recipe builds it (one reason on all backends)."""
     for item in analysis.evidence:
         log.write(f"  {item.file}: {item.says}\n")
     log.write(f"  -> {analysis.language} / {analysis.build_system}, the project asks for runtime "
               f"{analysis.runtime_version or 'any'}; tests: {analysis.test_command} [{analysis.log_parser}]\n")
     try:
         install_plan(analysis)
-    except UnsupportedLanguageError as exc:  # before any backend looks for a runtime: one reason on all
+    except UnsupportedLanguageError as exc:
         raise NoRuntimeError(str(exc), log.path) from exc
-    return analysis, ruled
-
-
-def _with_agent(request: SetupRequest, analysis: RepoAnalysis, log: BuildLog, agent: SetupAgent | None,
-                build: Callable[[RepoAnalysis], T]) -> tuple[RepoAnalysis, T]:
-    """`build(analysis)`; on an install failure, once more with the setup agent's plan."""
-    try:
-        return analysis, build(analysis)
-    except InstallError as exc:
-        if agent is None:
-            raise
-        log.begin("setup agent (install)")
-        analysis = agent.propose(request.model_copy(
-            update={"analysis": analysis, "stage": "install", "failure": exc.message}))
-        return analysis, build(analysis)
 
 
 def _base_spec(repo: str, sha: str, backend: str, analysis: RepoAnalysis, log: BuildLog) -> EnvSpec:
@@ -343,55 +330,102 @@ def _launch(repo: str, out: Path, commit: str, backend: str, mirror: Path | None
     builder = _builder(backend)
     builder.ready(log)
     with _checkout(source, sha, log) as workdir:
-        request = SetupRequest(repo=repo, commit=sha, workdir=workdir, analysis=None, stage="",
-                               failure="", log_path=log.path)
-        analysis, ruled = _analyse(request, when, log, agent)
-        plans = [PythonPlanning(runtime=runtime) for runtime in builder.runtimes(analysis, log)][:MAX_RUNTIMES] \
-            if ruled else [PythonPlanning(runtime=analysis.runtime_version)]
-        failed: list[str] = []
-        dropped: list[str] = []
-        while plans and len(failed) < MAX_ATTEMPTS:
-            plan = plans.pop(0)
-            if analysis.language == "python" and plan != PythonPlanning(runtime=analysis.runtime_version):
-                log.begin(f"analyse again for {plan.describe()}")
-                analysis = analyse(workdir, when, plan)
-            elif plan.runtime != analysis.runtime_version:  # the analysis says what the environment gets
-                analysis = analysis.model_copy(update={"runtime_version": plan.runtime})
-            if dropped and analysis.resolution_date:
-                analysis = undated(analysis, dropped[-1])
-            log.write(f"runtime on the {backend} backend: {analysis.language} {analysis.runtime_version}\n")
-            started = log.path.stat().st_size if log.path.is_file() else 0
-            try:
-                spec = _attempt(repo, sha, workdir, source, out, analysis, request, builder, log, agent,
-                                cache_dir, runs, test_timeout, tests)
-            except (InstallError, DiscoveryError, ValidateError) as exc:
-                said = _since(log, started)
-                offline = unreachable_registry(analysis, workdir, exc.message, said) \
-                    if isinstance(exc, InstallError) else ""
-                exc.message = offline or "; ".join([exc.message, *(line for line in cause(said)
-                                                                   if line not in exc.message)])
-                what = plan.describe() if analysis.language == "python" else f"{analysis.language} {analysis.runtime_version}"
-                failed.append(f"{what}: [{exc.stage}] {exc.message}")
-                if ruled and _dated(analysis) and (why := _undatable(said)):
-                    dropped.append(f"{analysis.build_system}: {analysis.resolution_date}: {why}")
-                    log.write(f"the registry cannot resolve as of {analysis.resolution_date} ({why}): "
-                              "the date bound is dropped, the dependencies will be the latest\n")
-                    plans.insert(0, plan)
-                elif ruled and analysis.language == "python" and (retry := _retry(plan, analysis, said)):
-                    plans.insert(0, retry)
-                elif offline or not _INTERPRETER_TROUBLE.search(said):
-                    plans.clear()  # nothing says the interpreter is the trouble: another one would fail alike
-                log.begin(f"the environment with {what} failed at {exc.stage}: {exc.message}"
-                          + ("; trying the next plan" if plans else ""))
-                if not plans or len(failed) >= MAX_ATTEMPTS:
-                    if len(failed) > 1:
-                        exc.message = f"{exc.message} (tried {len(failed)} plans: {'; '.join(failed[:-1])})"
-                    raise
-                continue
-            spec.attempts, spec.pins_dropped = failed, dropped
-            (out / "envspec.json").write_text(spec.model_dump_json(indent=2))
-            return spec
+        request = SetupRequest(repo=repo, source=source, commit=sha, backend=backend, analysis=None, stage="",
+                               failure="", log_path=log.path, trajectory=out / "setup-agent.json")
+
+        def attempt(analysis: RepoAnalysis) -> EnvSpec:
+            return _attempt(repo, sha, workdir, source, out, analysis, request, builder, log, cache_dir, runs,
+                            test_timeout, tests)
+
+        try:
+            spec = _by_rules(_analyse(workdir, when, log), workdir, when, backend, request, builder, log, attempt)
+        except NoRuntimeError:
+            raise  # no plan of commands brings a runtime the backend lacks
+        except (AnalyseError, InstallError, DiscoveryError, ValidateError) as exc:
+            if agent is None:
+                if isinstance(exc, AnalyseError):
+                    exc.message += "; no setup agent is configured to take over (dojo launch --agent-model)"
+                raise
+            spec = _by_agent(agent, request.model_copy(update={"stage": exc.stage, "failure": exc.message}), exc,
+                             builder, log, attempt)
+        (out / "envspec.json").write_text(spec.model_dump_json(indent=2))
+        return spec
+
+
+def _by_rules(analysis: RepoAnalysis, workdir: Path, when: datetime, backend: str, request: SetupRequest,
+              builder: _LocalBuilder | _DockerBuilder, log: BuildLog,
+              attempt: Callable[[RepoAnalysis], EnvSpec]) -> EnvSpec:
+    """The rules' plans, one after another until one validates (Python: each runtime the backend
+    has, then the retries the failed attempt's log suggests); the last failure raises, naming the
+    plans tried. `request.analysis` follows the plan being tried."""
+    plans = [PythonPlanning(runtime=runtime) for runtime in builder.runtimes(analysis, log)][:MAX_RUNTIMES]
+    failed: list[str] = []
+    dropped: list[str] = []
+    while plans and len(failed) < MAX_ATTEMPTS:
+        plan = plans.pop(0)
+        if analysis.language == "python" and plan != PythonPlanning(runtime=analysis.runtime_version):
+            log.begin(f"analyse again for {plan.describe()}")
+            analysis = analyse(workdir, when, plan)
+        elif plan.runtime != analysis.runtime_version:  # the analysis says what the environment gets
+            analysis = analysis.model_copy(update={"runtime_version": plan.runtime})
+        if dropped and analysis.resolution_date:
+            analysis = undated(analysis, dropped[-1])
+        request.analysis = analysis
+        log.write(f"runtime on the {backend} backend: {analysis.language} {analysis.runtime_version}\n")
+        started = log.path.stat().st_size if log.path.is_file() else 0
+        try:
+            spec = attempt(analysis)
+        except (InstallError, DiscoveryError, ValidateError) as exc:
+            said = _since(log, started)
+            offline = unreachable_registry(analysis, workdir, exc.message, said) \
+                if isinstance(exc, InstallError) else ""
+            exc.message = offline or "; ".join([exc.message, *(line for line in cause(said)
+                                                               if line not in exc.message)])
+            what = plan.describe() if analysis.language == "python" else f"{analysis.language} {analysis.runtime_version}"
+            failed.append(f"{what}: [{exc.stage}] {exc.message}")
+            if _dated(analysis) and (why := _undatable(said)):
+                dropped.append(f"{analysis.build_system}: {analysis.resolution_date}: {why}")
+                log.write(f"the registry cannot resolve as of {analysis.resolution_date} ({why}): "
+                          "the date bound is dropped, the dependencies will be the latest\n")
+                plans.insert(0, plan)
+            elif analysis.language == "python" and (retry := _retry(plan, analysis, said)):
+                plans.insert(0, retry)
+            elif offline or not _INTERPRETER_TROUBLE.search(said):
+                plans.clear()  # nothing says the interpreter is the trouble: another one would fail alike
+            log.begin(f"the environment with {what} failed at {exc.stage}: {exc.message}"
+                      + ("; trying the next plan" if plans else ""))
+            if not plans or len(failed) >= MAX_ATTEMPTS:
+                if len(failed) > 1:
+                    exc.message = f"{exc.message} (tried {len(failed)} plans: {'; '.join(failed[:-1])})"
+                raise
+            continue
+        spec.attempts, spec.pins_dropped = failed, dropped
+        return spec
     raise AssertionError("unreachable: every attempt returns or raises")
+
+
+def _by_agent(agent: SetupAgent, request: SetupRequest, failure: LaunchError, builder: _LocalBuilder | _DockerBuilder,
+              log: BuildLog, attempt: Callable[[RepoAnalysis], EnvSpec]) -> EnvSpec:
+    """The setup agent's plan after the rules' `failure`, built from scratch and validated once;
+    a failure names the stage and what became of the agent (no plan, or its plan failing)."""
+    log.begin(f"setup agent ({agent.name}): the rules failed at {failure.stage}; trajectory {request.trajectory}")
+    try:
+        analysis = agent.propose(request)
+    except NoPlanError as exc:
+        raise type(failure)(f"{failure.message}; the setup agent ({agent.name}) found no plan: {exc}",
+                            log.path) from exc
+    log.begin("the setup agent's plan")
+    _describe(analysis, log)
+    try:
+        runtime = builder.runtimes(analysis, log)[0]
+        spec = attempt(analysis.model_copy(update={"runtime_version": runtime}))
+    except (InstallError, DiscoveryError, ValidateError) as exc:
+        raise type(exc)(f"the setup agent's plan failed: {exc.message} (the rules had failed at {failure.stage}: "
+                        f"{failure.message})", log.path) from exc
+    spec.attempts = [f"the rules: [{failure.stage}] {failure.message}"]
+    spec.setup_agent = SetupAgentRun(stage=failure.stage, failure=failure.message, model=agent.name,
+                                     trajectory=str(request.trajectory))
+    return spec
 
 
 _NO_DISTRIBUTION = re.compile(r"No matching distribution found for (\S+)")
@@ -451,11 +485,11 @@ more without requirement files when those were in the failed one)."""
 
 
 def _attempt(repo: str, sha: str, workdir: Path, source: Path, out: Path, analysis: RepoAnalysis,
-             request: SetupRequest, builder: _LocalBuilder | _DockerBuilder, log: BuildLog, agent: SetupAgent | None,
-             cache_dir: Path | None, runs: int, test_timeout: float, tests: list[str]) -> EnvSpec:
-    """One environment for `analysis`: built (or looked up) and validated."""
-    analysis, built = _with_agent(request, analysis, log, agent,
-                                  lambda a: builder.build(repo, sha, workdir, a, log, cache_dir))
+             request: SetupRequest, builder: _LocalBuilder | _DockerBuilder, log: BuildLog, cache_dir: Path | None,
+             runs: int, test_timeout: float, tests: list[str]) -> EnvSpec:
+    """One environment for `analysis`: built (or looked up) and validated; `request.spec` is the
+    environment as built, for a setup agent should validation fail."""
+    built = builder.build(repo, sha, workdir, analysis, log, cache_dir)
     if built.layers:
         (out / "layers.json").write_text(json.dumps(built.layers, indent=2))
     (out / "analysis.json").write_text(analysis.model_dump_json(indent=2))
@@ -469,6 +503,7 @@ def _attempt(repo: str, sha: str, workdir: Path, source: Path, out: Path, analys
             log.write(f"validated spec cache hit: {built.cached_spec}\n")
             return previous.model_copy(update={"repo": repo})
     builder.pin(spec)
+    request.spec = spec
     spec = _validated(spec, source, log, runs, test_timeout)
     built.cached_spec.parent.mkdir(parents=True, exist_ok=True)
     built.cached_spec.write_text(spec.model_dump_json(indent=2))
@@ -478,7 +513,7 @@ def _attempt(repo: str, sha: str, workdir: Path, source: Path, out: Path, analys
 
 
 _VALIDATED = {"repo", "test_status", "flaky_tests", "network_tests", "resolved_dependencies", "runtime_version",
-              "attempts", "pins_dropped"}
+              "attempts", "pins_dropped", "setup_agent"}
 """EnvSpec fields validation (or the built layer) fills in; the rest must match for a spec cache hit."""
 
 

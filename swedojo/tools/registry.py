@@ -123,7 +123,10 @@ class ToolRegistry:
 DEFAULT_TOOL_SETS: dict[str, list[str]] = {
     "swe": ["bash", "str_replace_editor", "search", "run_tests", "submit"],
     "minimal": ["bash", "submit"],
+    "setup": ["bash", "str_replace_editor", "search", "submit_setup"],
 }
+"""swe: solving an issue; minimal: bash alone; setup: the setup agent of `dojo launch`, whose
+answer is a plan of commands (`submit_setup`), not a patch."""
 
 
 class ToolSetConfig(BaseModel):

@@ -94,7 +94,7 @@ def test_rebuild_from_the_envspec_gives_the_same_statuses(launched: dict) -> Non
     out, spec = launched["out"], launched["spec"]
     before = _layers(out)
     app = typer.Typer()
-    app.command()(launch_command)
+    app.command()(launch_command())
     result = CliRunner().invoke(app, [str(launched["repo"]), "--out", str(out), "--backend", "docker", "--rebuild"])
     assert result.exit_code == 0, result.output
     assert "rebuilt from the EnvSpec" in result.output

@@ -19,7 +19,6 @@ from pathlib import Path
 import pytest
 import typer
 from launch_helpers import (
-    sandbox_at_a_later_commit,
     CALC_FLAKY,
     CALC_NETWORK,
     CALC_STATUSES,
@@ -27,6 +26,7 @@ from launch_helpers import (
     PROJECT,
     TESTS,
     commit_all,
+    sandbox_at_a_later_commit,
     write_tree,
 )
 from rich.console import Console
@@ -157,6 +157,8 @@ def test_no_tests(make_repo, tmp_path: Path, launched: dict, env_cache: Path) ->
 class RecordingAgent:
     """Stands in for the setup agent: records what it was asked and proposes a plan that fails."""
 
+    name = "recording"
+
     def __init__(self) -> None:
         self.requests: list[SetupRequest] = []
 
@@ -168,21 +170,29 @@ class RecordingAgent:
 
 
 def test_rules_fail_then_the_setup_agent_hook(make_repo, tmp_path: Path, env_cache: Path) -> None:
+    """The agent is asked once, after the rules' last plan failed, with what they found; its plan
+    is tried once, and its failure names the stage, the plan's failure and the rules'."""
     repo = make_repo("bare", {"README.md": "no build files\n"})
     with pytest.raises(AnalyseError, match=r"\[analyse\] .*no setup agent is configured"):
         launch(str(repo), tmp_path / "out1")
     agent = RecordingAgent()
-    with pytest.raises(InstallError, match="exited with 3"):
+    with pytest.raises(InstallError, match=r"\[install\] the setup agent's plan failed: `echo agent plan; exit 3` "
+                                           r"exited with 3 \(the rules had failed at analyse: .*no build or dependency"):
         launch(str(repo), tmp_path / "out2", cache_dir=env_cache / "envs", agent=agent)
-    assert [r.stage for r in agent.requests] == ["analyse", "install"]
-    assert agent.requests[0].analysis is None and agent.requests[1].analysis is not None
+    assert [(r.stage, r.analysis) for r in agent.requests] == [("analyse", None)]
     assert "agent plan" in (tmp_path / "out2" / "build.log").read_text()
+    broken = make_repo("broken", {"setup.py": "raise SystemExit('this setup.py is broken')\n", "test_x.py": ""})
+    with pytest.raises(InstallError, match=r"the rules had failed at install: .*exited with 1"):
+        launch(str(broken), tmp_path / "out3", cache_dir=env_cache / "envs", agent=agent)
+    asked = agent.requests[1]
+    assert asked.stage == "install" and asked.analysis is not None and asked.analysis.build_system == "setup.py"
+    assert asked.spec is None and "this setup.py is broken" in asked.log_path.read_text()
 
 
 def test_cli(launched: dict, tmp_path: Path, env_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SWEDOJO_CACHE", str(env_cache))
     app = typer.Typer()
-    app.command()(launch_command)
+    app.command()(launch_command())
     runner = CliRunner()
     args = [str(launched["repo"]), "--commit", launched["spec"].commit, "--out", str(tmp_path / "a"), "--backend", "local"]
     ok = runner.invoke(app, args)
@@ -198,7 +208,7 @@ def test_cli_rebuild_of_the_local_layer(launched: dict, tmp_path: Path, env_cach
     """The venv is made again from the EnvSpec's commands alone; the statuses are the same."""
     monkeypatch.setenv("SWEDOJO_CACHE", str(env_cache))
     app = typer.Typer()
-    app.command()(launch_command)
+    app.command()(launch_command())
     out = tmp_path / "r"
     out.mkdir()
     (out / "envspec.json").write_text(launched["spec"].model_dump_json())

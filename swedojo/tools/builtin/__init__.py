@@ -8,9 +8,10 @@ from swedojo.tools.builtin.editor import EditorTool
 from swedojo.tools.builtin.run_tests import RunTestsTool
 from swedojo.tools.builtin.search import SearchTool
 from swedojo.tools.builtin.submit import SubmitTool
+from swedojo.tools.builtin.submit_setup import SubmitSetupTool
 
 BUILTIN_TOOLS: dict[str, type[Tool[ToolParams]]] = {
-    tool.name: tool for tool in (BashTool, EditorTool, SearchTool, RunTestsTool, SubmitTool)
+    tool.name: tool for tool in (BashTool, EditorTool, SearchTool, RunTestsTool, SubmitTool, SubmitSetupTool)
 }
 
-__all__ = ["BUILTIN_TOOLS", "BashTool", "EditorTool", "RunTestsTool", "SearchTool", "SubmitTool"]
+__all__ = ["BUILTIN_TOOLS", "BashTool", "EditorTool", "RunTestsTool", "SearchTool", "SubmitSetupTool", "SubmitTool"]
