@@ -84,6 +84,7 @@ describe('math', () => {
   it.skip('later', () => {});
 });
 it('top', () => {});
+it('top', () => expect(1).toBe(2));
 """,
 }
 JEST = {
@@ -127,7 +128,7 @@ CASES = {
         "test/math.js > adds": P, "test/math.js > known bug": F, "test/math.js > later": S}),
     "vitest": (VITEST, "npx vitest run --reporter=json", {
         "math.test.js::math > adds": P, "math.test.js::math > known bug": F, "math.test.js::math > later": S,
-        "math.test.js::top": P}),
+        "math.test.js::top": P, "math.test.js::top (2)": F}),  # a second test of one name is told apart
 }
 
 
