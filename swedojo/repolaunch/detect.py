@@ -1011,6 +1011,18 @@ def undated(analysis: RepoAnalysis, why: str) -> RepoAnalysis:
                                        "evidence": [*analysis.evidence, said]})
 
 
+def without_scripts(analysis: RepoAnalysis, why: str) -> RepoAnalysis:
+    """The analysis installing with npm but running no dependency's install scripts, for one whose
+    script failed (`why`: which, and its command), e.g. one that downloads from a host out of reach;
+    unchanged when no npm install command is left to change."""
+    commands = [f"{c} --ignore-scripts" if re.match(r"npm (?:ci|install)\b", c) and "--ignore-scripts" not in c
+                else c for c in analysis.install_commands]
+    if commands == analysis.install_commands:
+        return analysis
+    said = Evidence(file="(install)", says=f"a dependency's install script failed ({why}): installed without scripts")
+    return analysis.model_copy(update={"install_commands": commands, "evidence": [*analysis.evidence, said]})
+
+
 def _strong_pyproject(root: Path) -> bool:
     data = _toml(root / "pyproject.toml")
     return bool(data.get("project") or data.get("build-system") or data.get("tool", {}).get("poetry"))

@@ -37,6 +37,7 @@ from swedojo.repolaunch.detect import (
     RepoAnalysis,
     analyse,
     undated,
+    without_scripts,
 )
 from swedojo.repolaunch.errors import (
     AnalyseError,
@@ -361,6 +362,7 @@ def _by_rules(analysis: RepoAnalysis, workdir: Path, when: datetime, backend: st
     plans = [PythonPlanning(runtime=runtime) for runtime in builder.runtimes(analysis, log)][:MAX_RUNTIMES]
     failed: list[str] = []
     dropped: list[str] = []
+    scripts: list[str] = []
     while plans and len(failed) < MAX_ATTEMPTS:
         plan = plans.pop(0)
         if analysis.language == "python" and plan != PythonPlanning(runtime=analysis.runtime_version):
@@ -370,6 +372,8 @@ def _by_rules(analysis: RepoAnalysis, workdir: Path, when: datetime, backend: st
             analysis = analysis.model_copy(update={"runtime_version": plan.runtime})
         if dropped and analysis.resolution_date:
             analysis = undated(analysis, dropped[-1])
+        if scripts:
+            analysis = without_scripts(analysis, scripts[-1])
         request.analysis = analysis
         log.write(f"runtime on the {backend} backend: {analysis.language} {analysis.runtime_version}\n")
         started = log.path.stat().st_size if log.path.is_file() else 0
@@ -387,6 +391,11 @@ def _by_rules(analysis: RepoAnalysis, workdir: Path, when: datetime, backend: st
                 dropped.append(f"{analysis.build_system}: {analysis.resolution_date}: {why}")
                 log.write(f"the registry cannot resolve as of {analysis.resolution_date} ({why}): "
                           "the date bound is dropped, the dependencies will be the latest\n")
+                plans.insert(0, plan)
+            elif analysis.build_system == "npm" and not scripts and (script := _dependency_script(said)):
+                scripts.append(script)
+                log.write(f"a dependency's install script failed ({script}): installing again with no "
+                          "dependency's install scripts run\n")
                 plans.insert(0, plan)
             elif analysis.language == "python" and (retry := _retry(plan, analysis, said)):
                 plans.insert(0, retry)
@@ -433,6 +442,18 @@ _UNDATABLE = re.compile(r"^.*(?:code ETARGET|code ENOVERSIONS|No matching versio
                         r"|does not provide upload-time metadata).*$", re.MULTILINE)
 """What npm and pip say when a date-bounded install cannot be resolved: no version of a package
 published before the date (or none with a publish time), an index without upload times."""
+
+
+_SCRIPT_PATH = re.compile(r"^npm (?:error|ERR!) path \S*/node_modules/(\S+)$", re.MULTILINE)
+_SCRIPT_COMMAND = re.compile(r"^npm (?:error|ERR!) command sh -c (.+)$", re.MULTILINE)
+"""npm's lines naming a failed lifecycle script: the package's directory, the script's command."""
+
+
+def _dependency_script(said: str) -> str:
+    """The dependency whose install script npm says failed in a failed attempt's log, as
+    `package: command`; empty when none did (the project's own scripts are not a dependency's)."""
+    path, command = _SCRIPT_PATH.search(said), _SCRIPT_COMMAND.search(said)
+    return f"{path.group(1)}: {command.group(1).strip()}" if path and command else ""
 
 
 def _dated(analysis: RepoAnalysis) -> bool:

@@ -283,21 +283,26 @@ def _json_report(log: str, key: str = "testResults") -> dict[str, Any] | None:
 
 
 def parse_jest(log: str) -> dict[str, TestStatus]:
-    """`jest --json` (vitest's `--reporter=json` writes the same shape)."""
+    """`jest --json` (vitest's `--reporter=json` writes the same shape). A test named as one before
+    it (the same titles, or files of one name in two directories) is `id (2)`, `id (3)`, in the
+    report's order."""
     report = _json_report(log)
     if report is None:
         return {}
     statuses = {"passed": TestStatus.PASSED, "failed": TestStatus.FAILED, "pending": TestStatus.SKIPPED,
                 "skipped": TestStatus.SKIPPED, "todo": TestStatus.SKIPPED, "disabled": TestStatus.SKIPPED}
     results: dict[str, TestStatus] = {}
+    seen: Counter[str] = Counter()
     for suite in report.get("testResults", []):
         file = PurePosixPath(suite.get("name") or suite.get("testFilePath") or "").name
         assertions = suite.get("assertionResults") or []
         if not assertions and suite.get("status") == "failed":
             _record(results, file, TestStatus.ERROR)  # the file failed to load: no test ran
         for case in assertions:
-            title = " > ".join([*case.get("ancestorTitles", []), case.get("title", "")])
-            _record(results, f"{file}::{title}", statuses.get(case.get("status"), TestStatus.ERROR))
+            test = f"{file}::{' > '.join([*case.get('ancestorTitles', []), case.get('title', '')])}"
+            seen[test] += 1
+            _record(results, test if seen[test] == 1 else f"{test} ({seen[test]})",
+                    statuses.get(case.get("status"), TestStatus.ERROR))
     return results
 
 

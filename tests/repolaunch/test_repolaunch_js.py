@@ -9,8 +9,10 @@ satisfied, and the launch goes on without the bound, saying so in the EnvSpec an
 
 from __future__ import annotations
 
+import io
 import shutil
 import subprocess
+import tarfile
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -82,6 +84,7 @@ describe('math', () => {
   it.skip('later', () => {});
 });
 it('top', () => {});
+it('top', () => expect(1).toBe(2));
 """,
 }
 JEST = {
@@ -125,7 +128,7 @@ CASES = {
         "test/math.js > adds": P, "test/math.js > known bug": F, "test/math.js > later": S}),
     "vitest": (VITEST, "npx vitest run --reporter=json", {
         "math.test.js::math > adds": P, "math.test.js::math > known bug": F, "math.test.js::math > later": S,
-        "math.test.js::top": P}),
+        "math.test.js::top": P, "math.test.js::top (2)": F}),  # a second test of one name is told apart
 }
 
 
@@ -187,3 +190,37 @@ def test_a_lock_file_of_pnpm_or_yarn_is_installed_with_its_own_tool(make_repo, t
     spec = _launch(repo, tmp_path / "out", "local", env_cache)
     assert (spec.build_system, spec.install_commands) == (manager, [install])
     assert spec.test_status == {"doubles": P, "text is NaN": P}
+
+
+FAILING_SCRIPT = {
+    "package.json": '{"name": "uses-scripted", "version": "1.0.0", "scripts": {"test": "node --test"}, '
+                    '"dependencies": {"scripted": "file:vendor/scripted-1.0.0.tgz"}}\n',
+    "test/uses.test.js": """const test = require('node:test');
+const assert = require('node:assert');
+test('loads', () => assert.strictEqual(require('scripted'), 42));
+""",
+}
+SCRIPTED = {  # a dependency whose install script fails, as one that downloads from a host out of reach does
+    "package/package.json": '{"name": "scripted", "version": "1.0.0", '
+                            '"scripts": {"postinstall": "node -e \\"process.exit(7)\\""}}\n',
+    "package/index.js": "module.exports = 42;\n",
+}
+
+
+@pytest.mark.parametrize("backend", ["local", pytest.param("docker", marks=pytest.mark.docker)])
+def test_a_dependency_whose_install_script_fails_is_installed_without_scripts(
+        make_repo, tmp_path: Path, env_cache: Path, npm_env: dict, backend: str) -> None:
+    repo = make_repo("scripted", FAILING_SCRIPT, NOW)
+    (repo / "vendor").mkdir()
+    with tarfile.open(repo / "vendor" / "scripted-1.0.0.tgz", "w:gz") as tar:
+        for name, text in SCRIPTED.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(text.encode())
+            tar.addfile(info, io.BytesIO(text.encode()))
+    commit_all(repo, "the dependency's package", NOW)
+    spec = _launch(repo, tmp_path / "out", backend, env_cache)
+    assert spec.install_commands == [f"npm install --before={NOW} --ignore-scripts"]
+    assert spec.test_status == {"loads": P}
+    assert len(spec.attempts) == 1 and "node_modules/scripted" in spec.attempts[0], spec.attempts
+    log = (tmp_path / "out" / "build.log").read_text()
+    assert "a dependency's install script failed (scripted: node -e \"process.exit(7)\")" in log
