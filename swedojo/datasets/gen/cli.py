@@ -35,7 +35,8 @@ def gen_command(
     mirror: Path = typer.Option(None, help="Directory of local repos as owner/name, for REPO given as owner/name."),
     issues_dir: Path = typer.Option(None, help="History: issue texts as N.md / N.txt / N.json, for commits naming #N."),
     max_candidates: int = typer.Option(None, help="Stop after evaluating this many new candidates (rerun to continue)."),
-    timeout: float = typer.Option(90.0, help="Seconds per test-suite run; mutants that hang are dropped."),
+    timeout: float = typer.Option(None, help="A fixed limit in seconds on every test run (the old behaviour); "
+                                         "default: a multiple of the baseline's time plus a margin."),
     combine: bool = typer.Option(True, help="Mutations: make a fifth of the tasks from two mutants."),
 ) -> None:
     """Make training environments: mine fix commits or inject bugs, and validate every task end to end."""

@@ -35,13 +35,16 @@ from swedojo.testrun.run import SuiteRun, TestRunError, run_suite
 STRATEGY = "history"
 
 
-def _twice(env: Environment, commit: str, patches: list[str], timeout_s: float) -> tuple[SuiteRun, SuiteRun]:
-    """Apply `patches` at `commit` in a fresh sandbox and run the suite twice."""
+def _twice(env: Environment, commit: str, patches: list[str], settings: GenSettings,
+           baseline_s: float | None) -> tuple[SuiteRun, SuiteRun]:
+    """Apply `patches` at `commit` in a fresh sandbox and run the suite twice; the runs' limit is
+    relative to `baseline_s` (None: this state is the baseline, measured by its first run)."""
     sandbox = env.open(commit)
     try:
         for patch in patches:
             apply_patch(sandbox, patch)
-        return run_suite(sandbox, env.spec, timeout_s), run_suite(sandbox, env.spec, timeout_s)
+        first = run_suite(sandbox, env.spec, settings.baseline_limit() if baseline_s is None else settings.limit(baseline_s))
+        return first, run_suite(sandbox, env.spec, settings.limit(first.duration_s if baseline_s is None else baseline_s))
     finally:
         sandbox.close()
 
@@ -61,8 +64,8 @@ def _mine(target: Target, settings: GenSettings, sha: str, parents: list[str]) -
     test_patch, patch = diff(source, parent, sha, tests), diff(source, parent, sha, rest)
     env = environment_for(target.repo, parent, target.repo_dir)
     try:
-        before = _twice(env, parent, [test_patch], settings.timeout_s)
-        after = _twice(env, parent, [test_patch, patch], settings.timeout_s)
+        before = _twice(env, parent, [test_patch], settings, None)
+        after = _twice(env, parent, [test_patch, patch], settings, before[0].duration_s)
     except PatchApplyError as exc:
         entry.outcome, entry.detail = Outcome.PATCH_FAILED, str(exc)
         return entry

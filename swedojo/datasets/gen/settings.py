@@ -18,14 +18,32 @@ class GenSettings(BaseModel):
     """Stop once this many tasks are kept (per repo and mode)."""
     max_candidates: int | None = None
     """Stop after evaluating this many new candidates (a rerun continues); None: no limit."""
-    timeout_s: float = 90.0
-    """Per test-suite run; mutants that hang are dropped."""
+    timeout_s: float | None = None
+    """A fixed limit in seconds on every test run, the baseline's too (how `gen` worked before limits
+    were relative: on a loaded machine it cut candidates that were merely slow); None: `limit`."""
+    timeout_factor: float = 3.0
+    """A candidate's test run may take this many times what the same tests took at the baseline,
+    measured in the same environment on the same machine, so a slow machine slows both alike..."""
+    timeout_margin_s: float = 10.0
+    """...plus this much, for the start of the test runner and the jitter of a loaded machine."""
+    baseline_timeout_s: float = 1800.0
+    """Limit of the baseline runs themselves (nothing is measured yet): only a suite that hangs at
+    the commit itself reaches it."""
     rev_range: str | None = None
     """History: only commits in `A..B` (default: all of HEAD's first-parent history)."""
     issues_dir: Path | None = None
     """History: directory of issue texts named `N.md`, `N.txt` or `N.json`."""
     combine: bool = True
     """Mutations: make a fifth of the tasks from two kept mutants in different functions."""
+
+    def baseline_limit(self) -> float:
+        """Time limit of a baseline run."""
+        return self.baseline_timeout_s if self.timeout_s is None else self.timeout_s
+
+    def limit(self, baseline_s: float) -> float:
+        """Time limit of a candidate's run whose tests took `baseline_s` at the baseline: a mutant
+        that hangs is cut, one that is only slower is not."""
+        return self.timeout_factor * baseline_s + self.timeout_margin_s if self.timeout_s is None else self.timeout_s
 
 
 class RunCounts(BaseModel):

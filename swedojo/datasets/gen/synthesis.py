@@ -43,10 +43,6 @@ from swedojo.testrun.run import TestRunError, run_suite
 
 COMBINED = "combined"
 """Strategy name of two-mutant tasks."""
-TIMEOUT_FACTOR = 10.0
-"""A mutant's suite run may take this many times the baseline's (at least MIN_TIMEOUT_S, at most --timeout)."""
-MIN_TIMEOUT_S = 20.0
-"""Floor of a mutant's timeout, so a loaded machine does not drop mutants of a fast suite."""
 PAIR_TRIES = 4
 """Pairs tried per combined task still wanted (most pairs fail the same tests as a kept task)."""
 _NOT_SOURCE = {"setup.py", "noxfile.py", "fabfile.py", "conftest.py"}
@@ -74,8 +70,7 @@ class _Mutator:
         self.files, self.baseline, self.settings, self.journal, self.counts = files, baseline, settings, journal, counts
         self.date = git(repo, "show", "-s", "--format=%cI", head).strip()
         self.seen: set[frozenset[str]] = set()
-        # A mutant that loops forever should not cost the full timeout when the suite takes seconds.
-        self.timeout_s = min(settings.timeout_s, max(MIN_TIMEOUT_S, TIMEOUT_FACTOR * baseline.seconds))
+        self.timeout_s = settings.limit(baseline.seconds)
 
     def decide(self, key: str, strategy: str, tag: str, functions: list[str],
                edits: Callable[[], list[Edit]]) -> Entry | None:
@@ -192,8 +187,9 @@ def _branch(instance_id: str) -> str:
     return f"swedojo-gen/{instance_id}"
 
 
-def _baseline(sandbox: Sandbox, env: Environment, timeout_s: float) -> Baseline:
-    first, second = run_suite(sandbox, env.spec, timeout_s), run_suite(sandbox, env.spec, timeout_s)
+def _baseline(sandbox: Sandbox, env: Environment, settings: GenSettings) -> Baseline:
+    first = run_suite(sandbox, env.spec, settings.baseline_limit())
+    second = run_suite(sandbox, env.spec, settings.limit(first.duration_s))
     flaky = flaky_between(first, second)
     passing = sorted(t for t in first.statuses if first.passed(t) and t not in flaky)
     return Baseline(statuses=first.statuses, passing=passing, flaky=sorted(flaky),
@@ -211,7 +207,7 @@ def generate_mutations(target: Target, settings: GenSettings, strategies: list[S
     sandbox = env.open(head)
     try:
         if journal.baseline is None:
-            journal.record_baseline(_baseline(sandbox, env, settings.timeout_s))
+            journal.record_baseline(_baseline(sandbox, env, settings))
         baseline = journal.baseline
         assert baseline is not None
         write_envspec(target, env.spec.model_copy(update={"test_status": baseline.statuses, "flaky_tests": baseline.flaky}))
