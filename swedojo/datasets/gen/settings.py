@@ -35,6 +35,9 @@ class GenSettings(BaseModel):
     """History: directory of issue texts named `N.md`, `N.txt` or `N.json`."""
     combine: bool = True
     """Mutations: make a fifth of the tasks from two kept mutants in different functions."""
+    select_tests: bool = True
+    """Mutations: record which tests call which functions at the baseline, and run a candidate's
+    calling tests before its whole suite; False: the whole suite for every candidate (as before)."""
 
     def baseline_limit(self) -> float:
         """Time limit of a baseline run."""

@@ -1,8 +1,10 @@
 """Tasks by bug injection (SWE-smith style): mutate the repo's own functions, keep what tests catch.
 
-Every candidate runs the suite once in one reusable work tree (write the mutant, run, restore),
-which is what makes this fast; only survivors get a task commit and the end-to-end validation in
-fresh sandboxes. Pairs of kept mutants in different functions make harder tasks.
+Every candidate runs in a reusable work tree (write the mutant, run, restore): first only the
+tests that call the code it changes (the baseline's reach map; a mutant no test calls is rejected
+without a run), then, if one of them broke, the whole suite once, which fixes FAIL_TO_PASS and
+PASS_TO_PASS. Only survivors get a task commit and the end-to-end validation in fresh sandboxes.
+Pairs of kept mutants in different functions make harder tasks.
 """
 
 from __future__ import annotations
@@ -33,13 +35,14 @@ from swedojo.datasets.gen.core import (
 )
 from swedojo.datasets.gen.journal import Baseline, Entry, Header, Journal, Outcome
 from swedojo.datasets.gen.mutations import Edit, OverlappingEditsError, apply_edits
+from swedojo.datasets.gen.reach import edited_lines, record
 from swedojo.datasets.gen.settings import GenSettings, RunCounts
 from swedojo.datasets.gen.statements import mutation_statement
 from swedojo.datasets.gen.strategies import Strategy
 from swedojo.sandboxes.base import Sandbox
 from swedojo.sandboxes.environment import Environment
 from swedojo.schema import TaskInstance
-from swedojo.testrun.run import TestRunError, run_suite
+from swedojo.testrun.run import TestRunError, run_suite, run_tests
 
 COMBINED = "combined"
 """Strategy name of two-mutant tasks."""
@@ -137,9 +140,21 @@ class _Mutator:
             entry.detail = "no change"
             return entry
         entry.compiled = True
+        selected = self._selection(edits)
+        if selected == []:
+            entry.outcome, entry.detail = Outcome.NOT_REACHED, "no test calls the mutated code"
+            return entry
         try:
             for path, data in mutant.items():
                 self.sandbox.write_file(path, data)
+            if selected is not None:  # the tests that call it first: most mutants break none of them
+                first = run_tests(self.sandbox, self.env.spec, selected, self._limit_of(selected))
+                if first.timed_out:
+                    entry.outcome, entry.detail = Outcome.TIMED_OUT, f"{len(selected)} selected tests"
+                    return entry
+                if all(first.passed(t) for t in selected):
+                    entry.outcome, entry.detail = Outcome.NO_BREAK, f"none of the {len(selected)} tests calling it broke"
+                    return entry
             run = run_suite(self.sandbox, self.env.spec, self.timeout_s)
         except TestRunError as exc:
             entry.outcome, entry.detail = Outcome.INVALID, str(exc)
@@ -171,6 +186,25 @@ class _Mutator:
             self.seen.add(frozenset(broken))
         return entry
 
+    def _selection(self, edits: list[Edit]) -> list[str] | None:
+        """The tests a candidate runs first: the baseline's passing tests that call the code it
+        changes, and those the map does not know; None: the whole suite (no map, or the code runs
+        outside every test)."""
+        reach = self.baseline.reach
+        reaching = None if reach is None else reach.reaching(edited_lines(edits, self.files))
+        if reach is None or reaching is None:
+            return None
+        calling = set(reaching)
+        return [t for t in self.baseline.passing if t in calling or t not in reach.tests]
+
+    def _limit_of(self, tests: list[str]) -> float:
+        """Time limit of a run of `tests`: relative to what they took at the baseline, plus the
+        runner's start (the baseline's time not spent in tests), never more than the whole suite's."""
+        assert self.baseline.reach is not None
+        whole, seconds = self.baseline.seconds, self.baseline.reach.seconds
+        start = max(0.0, whole - sum(seconds.values()))
+        return self.settings.limit(min(whole, start + sum(seconds.get(t, whole) for t in tests)))
+
     def _task(self, key: str, strategy: str, tag: str, mutant: dict[str, bytes], broken: list[str],
               still: list[str], log: str) -> TaskInstance:
         instance_id = f"{self.target.slug}-{tag}-{hashlib.sha1(key.encode()).hexdigest()[:8]}"
@@ -188,12 +222,16 @@ def _branch(instance_id: str) -> str:
 
 
 def _baseline(sandbox: Sandbox, env: Environment, settings: GenSettings) -> Baseline:
+    """Two runs of the suite: the first times it, the second records the reach map (when selecting)."""
     first = run_suite(sandbox, env.spec, settings.baseline_limit())
-    second = run_suite(sandbox, env.spec, settings.limit(first.duration_s))
+    if settings.select_tests:
+        second, reach = record(sandbox, env.spec, settings.baseline_limit())
+    else:
+        second, reach = run_suite(sandbox, env.spec, settings.baseline_limit()), None
     flaky = flaky_between(first, second)
     passing = sorted(t for t in first.statuses if first.passed(t) and t not in flaky)
     return Baseline(statuses=first.statuses, passing=passing, flaky=sorted(flaky),
-                    seconds=round(max(first.duration_s, second.duration_s), 3))
+                    seconds=round(first.duration_s, 3), reach=reach)
 
 
 def generate_mutations(target: Target, settings: GenSettings, strategies: list[Strategy], counts: RunCounts) -> None:

@@ -1,8 +1,9 @@
-"""Time limits relative to the baseline: a slow suite is not cut for being slow, a hang is cut.
+"""Limits relative to the baseline and the reach map's test selection, on a suite that sleeps.
 
-The suite sleeps, so its baseline takes seconds; the candidates are two hand-made bugs (a
-strategy is the generator's input, not part of what is tested): one makes the tests it breaks
-slower than at the baseline and finishes within the relative limit, the other loops forever.
+The baseline takes seconds; the candidates are hand-made (a strategy is the generator's input,
+not part of what is tested): one makes the tests it breaks slower than at the baseline and
+finishes within the relative limit, one loops forever, one changes code only one test calls and
+breaks nothing, one changes a function no test calls.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 from genproject import git
 
 from swedojo.datasets.gen import GenSettings, generate
-from swedojo.datasets.gen.journal import read_entries
+from swedojo.datasets.gen.journal import Header, Journal
 from swedojo.datasets.gen.mutations import Edit, Mutation
 
 CORE = '''\
@@ -33,6 +34,10 @@ def count_to(n):
 def pause(seconds):
     time.sleep(seconds)
     return seconds
+
+
+def unused(x):
+    return x * 2
 '''
 
 TESTS = '''\
@@ -63,6 +68,10 @@ SLOWER = ("    return a + b\n", "    time.sleep(1.5)\n    return a - b\n")
 """Breaks both add tests and makes each take 2.5 s instead of 1 s."""
 HANG = ("        i += 1\n", "        i += 0\n")
 """`count_to` never returns."""
+HARMLESS = ("    time.sleep(seconds)\n", "    time.sleep(seconds / 2)\n")
+"""Only test_pause calls it, and it still passes."""
+UNREACHED = ("    return x * 2\n", "    return x * 3\n")
+"""No test calls `unused`."""
 
 
 class HandMade:
@@ -74,7 +83,8 @@ class HandMade:
     def sites(self, files: dict[str, bytes]) -> list[Mutation]:
         data = files["slowcalc/core.py"].decode()
         out = []
-        for key, function, (old, new) in (("slower", "add", SLOWER), ("hang", "count_to", HANG)):
+        for key, function, (old, new) in (("slower", "add", SLOWER), ("hang", "count_to", HANG),
+                                              ("harmless", "pause", HARMLESS), ("unreached", "unused", UNREACHED)):
             start = data.index(old)
             edit = Edit(path="slowcalc/core.py", start=start, end=start + len(old), text=new)
             out.append(Mutation(id=key, operator="hand", path=edit.path, function=function,
@@ -99,15 +109,23 @@ def _slow_project(root: Path) -> Path:
     return repo
 
 
-def test_a_slower_candidate_is_kept_and_a_hanging_one_is_cut(tmp_path: Path) -> None:
+def test_limits_follow_the_baseline_and_candidates_run_the_tests_that_call_them(tmp_path: Path) -> None:
     repo = _slow_project(tmp_path / "src")
-    settings = GenSettings(out=tmp_path / "gen", max_tasks=2, combine=False, timeout_factor=3.0, timeout_margin_s=2.0)
+    settings = GenSettings(out=tmp_path / "gen", max_tasks=4, combine=False, timeout_factor=3.0, timeout_margin_s=2.0)
     result = generate(str(repo), "mutations", settings, strategies=[HandMade()])
-    entries = {e.key: e for e in read_entries(settings.out / "journal" / "acme__slowcalc.mutations.jsonl")}
-    assert set(entries) == {"slower", "hang"}
+    journal = Journal(settings.out / "journal" / "acme__slowcalc.mutations.jsonl",
+                      Header(repo="acme/slowcalc", mode="mutations", tip=git(repo, "rev-parse", "HEAD"), seed=0))
+    entries = journal.entries
+    assert set(entries) == {"slower", "hang", "harmless", "unreached"}
+    assert journal.baseline is not None and journal.baseline.reach is not None
+    assert journal.baseline.reach.reaching({"slowcalc/core.py": [(5, 5)]}) == [
+        "tests/test_core.py::test_add", "tests/test_core.py::test_add_negative"]
     # Each broken test takes 2.5 s instead of 1 s: slower than the baseline, within 3x it plus 2 s.
     assert entries["slower"].outcome == "kept", entries["slower"]
     (task,) = result.instances
     assert task.FAIL_TO_PASS == ["tests/test_core.py::test_add", "tests/test_core.py::test_add_negative"]
     assert task.PASS_TO_PASS == ["tests/test_core.py::test_count_to", "tests/test_core.py::test_pause"]
     assert entries["hang"].outcome == "timed_out"
+    # Rejected after the one test that calls it, and without any run.
+    assert (entries["harmless"].outcome, entries["harmless"].detail) == ("no_break", "none of the 1 tests calling it broke")
+    assert entries["unreached"].outcome == "not_reached"
