@@ -38,6 +38,7 @@ def gen_command(
     timeout: float = typer.Option(None, help="A fixed limit in seconds on every test run (the old behaviour); "
                                          "default: a multiple of the baseline's time plus a margin."),
     combine: bool = typer.Option(True, help="Mutations: make a fifth of the tasks from two mutants."),
+    workers: int = typer.Option(2, min=1, help="Mutations: candidates evaluated at once, each in its own work tree."),
 ) -> None:
     """Make training environments: mine fix commits or inject bugs, and validate every task end to end."""
     from swedojo.datasets.gen.core import GitError, repo_name
@@ -50,7 +51,8 @@ def gen_command(
     try:
         out = out or Path("gen") / repo_name(repo, resolve_repo(repo, mirror)).replace("/", "__")
         settings = GenSettings(out=out, seed=seed, max_tasks=max_tasks, max_candidates=max_candidates,
-                               timeout_s=timeout, rev_range=rev_range, issues_dir=issues_dir, combine=combine)
+                               timeout_s=timeout, rev_range=rev_range, issues_dir=issues_dir, combine=combine,
+                               workers=workers)
         console.print(f"generating up to {max_tasks} tasks from {repo} by {mode} (seed {seed}) -> {out}")
         with shown(console, lambda: _journal_progress(out)):
             result = generate(repo, mode, settings, mirror)

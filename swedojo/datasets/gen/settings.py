@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 
 class GenSettings(BaseModel):
@@ -35,6 +35,9 @@ class GenSettings(BaseModel):
     """History: directory of issue texts named `N.md`, `N.txt` or `N.json`."""
     combine: bool = True
     """Mutations: make a fifth of the tasks from two kept mutants in different functions."""
+    workers: int = Field(2, ge=1)
+    """Mutations: candidates evaluated at once, each in a work tree of its own kept for the whole
+    run (1: one at a time, as before); the suite is the same at any width."""
     select_tests: bool = True
     """Mutations: record which tests call which functions at the baseline, and run a candidate's
     calling tests before its whole suite; False: the whole suite for every candidate (as before)."""
