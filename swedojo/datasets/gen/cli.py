@@ -38,7 +38,7 @@ def gen_command(
     timeout: float = typer.Option(None, help="A fixed limit in seconds on every test run (the old behaviour); "
                                          "default: a multiple of the baseline's time plus a margin."),
     combine: bool = typer.Option(True, help="Mutations: make a fifth of the tasks from two mutants."),
-    workers: int = typer.Option(2, min=1, help="Mutations: candidates evaluated at once, each in its own work tree."),
+    workers: int = typer.Option(2, min=1, help="Candidates evaluated at once (the suite is the same at any width)."),
 ) -> None:
     """Make training environments: mine fix commits or inject bugs, and validate every task end to end."""
     from swedojo.datasets.gen.core import GitError, repo_name

@@ -10,6 +10,9 @@ one state are dropped as flaky.
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
+from functools import partial
 
 from swedojo.datasets.gen.core import (
     InvalidTaskError,
@@ -18,6 +21,7 @@ from swedojo.datasets.gen.core import (
     environment_for,
     flaky_between,
     git,
+    in_order,
     is_doc_file,
     is_test_file,
     prepare_repo,
@@ -112,19 +116,27 @@ def generate_history(target: Target, settings: GenSettings, counts: RunCounts) -
     journal = Journal(target.out / "journal" / f"{target.slug}.history.jsonl",
                       Header(repo=target.repo, mode=STRATEGY, tip=commits[-1][0], seed=0))  # no sampling here
     kept = 0
-    for sha, parents in commits:
-        if kept >= settings.max_tasks:
-            break
-        entry = journal.entries.get(sha)
-        if entry is not None:
-            counts.reused += 1
-        elif counts.budget_spent():
-            counts.interrupted = True
-            return
-        else:
-            start = time.monotonic()
-            entry = _mine(target, settings, sha, parents)
-            entry.seconds = round(time.monotonic() - start, 3)
-            journal.record(entry)
-            counts.evaluated += 1
-        kept += entry.outcome == Outcome.KEPT
+
+    def may_start() -> bool:
+        counts.interrupted = counts.budget_spent()
+        counts.evaluated += not counts.interrupted
+        return not counts.interrupted
+
+    jobs = (journal.entries.get(sha) or partial(_timed_mine, target, settings, sha, parents) for sha, parents in commits)
+    with ThreadPoolExecutor(settings.workers, thread_name_prefix="swedojo-gen") as pool:
+        with closing(in_order(pool, settings.workers, jobs, may_start, lambda _: None)) as verdicts:
+            for entry, new in verdicts:
+                if new:
+                    journal.record(entry)
+                else:
+                    counts.reused += 1
+                kept += entry.outcome == Outcome.KEPT
+                if kept >= settings.max_tasks:
+                    break
+
+
+def _timed_mine(target: Target, settings: GenSettings, sha: str, parents: list[str]) -> Entry:
+    start = time.monotonic()
+    entry = _mine(target, settings, sha, parents)
+    entry.seconds = round(time.monotonic() - start, 3)
+    return entry

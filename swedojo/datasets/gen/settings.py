@@ -36,8 +36,9 @@ class GenSettings(BaseModel):
     combine: bool = True
     """Mutations: make a fifth of the tasks from two kept mutants in different functions."""
     workers: int = Field(2, ge=1)
-    """Mutations: candidates evaluated at once, each in a work tree of its own kept for the whole
-    run (1: one at a time, as before); the suite is the same at any width."""
+    """Candidates evaluated at once (mutations: each in a work tree of its own kept for the whole
+    run; history: commits, each in fresh sandboxes); 1: one at a time, as before. The suite is the
+    same at any width."""
     select_tests: bool = True
     """Mutations: record which tests call which functions at the baseline, and run a candidate's
     calling tests before its whole suite; False: the whole suite for every candidate (as before)."""

@@ -13,9 +13,9 @@ import hashlib
 import queue
 import random
 import time
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from functools import partial
 from itertools import combinations
@@ -31,6 +31,7 @@ from swedojo.datasets.gen.core import (
     flaky_between,
     git,
     git_bytes,
+    in_order,
     is_doc_file,
     is_test_file,
     prepare_repo,
@@ -111,36 +112,28 @@ class _Mutator:
             self.idle.put(sandbox)
 
     def _verdicts(self, pool: ThreadPoolExecutor, candidates: Iterator[Candidate]) -> Iterator[Entry]:
-        """Verdicts in candidate order: the journal's, or new ones evaluated `width` at a time; stops
-        when the candidate budget is spent. Work in flight when the caller stops is dropped."""
-        pending: deque[Entry | Future[Entry]] = deque()
-        try:
-            while True:
-                while not self.counts.interrupted and sum(isinstance(item, Future) for item in pending) < self.width:
-                    candidate = next(candidates, None)
-                    if candidate is None:
-                        break
-                    done = self.journal.entries.get(candidate.key)
-                    if done is None and self.counts.limit is not None and self.started >= self.counts.limit:
-                        self.counts.interrupted = True
-                        break
-                    self.started += done is None
-                    pending.append(done if done is not None else pool.submit(self._timed, candidate))
-                if not pending:
-                    return
-                item = pending.popleft()
-                if isinstance(item, Entry):
-                    self.counts.reused += 1
-                    entry = item
-                else:
-                    entry = self._settle(item.result())
-                if entry.outcome == Outcome.KEPT:
-                    self.seen.add(frozenset(entry.failing))
-                yield entry
-        finally:
-            for item in pending:
-                if isinstance(item, Future) and (dropped := item.result()).instance is not None:
-                    _drop_branch(self.repo, dropped.instance.instance_id)
+        """Verdicts in candidate order: the journal's, or new ones evaluated `width` at a time (see
+        `in_order`); stops when the candidate budget is spent."""
+        jobs = (self.journal.entries.get(c.key) or partial(self._timed, c) for c in candidates)
+        for entry, new in in_order(pool, self.width, jobs, self._may_start, self._dropped):
+            if new:
+                entry = self._settle(entry)
+            else:
+                self.counts.reused += 1
+            if entry.outcome == Outcome.KEPT:
+                self.seen.add(frozenset(entry.failing))
+            yield entry
+
+    def _may_start(self) -> bool:
+        if self.counts.limit is not None and self.started >= self.counts.limit:
+            self.counts.interrupted = True
+            return False
+        self.started += 1
+        return True
+
+    def _dropped(self, entry: Entry) -> None:
+        if entry.instance is not None:
+            _drop_branch(self.repo, entry.instance.instance_id)
 
     def _settle(self, entry: Entry) -> Entry:
         """A new verdict in candidate order: a duplicate of an earlier kept one is dropped; journaled."""
