@@ -116,23 +116,18 @@ def generate_history(target: Target, settings: GenSettings, counts: RunCounts) -
     journal = Journal(target.out / "journal" / f"{target.slug}.history.jsonl",
                       Header(repo=target.repo, mode=STRATEGY, tip=commits[-1][0], seed=0))  # no sampling here
     kept = 0
-
-    def may_start() -> bool:
-        counts.interrupted = counts.budget_spent()
-        counts.evaluated += not counts.interrupted
-        return not counts.interrupted
-
     jobs = (journal.entries.get(sha) or partial(_timed_mine, target, settings, sha, parents) for sha, parents in commits)
-    with ThreadPoolExecutor(settings.workers, thread_name_prefix="swedojo-gen") as pool:
-        with closing(in_order(pool, settings.workers, jobs, may_start, lambda _: None)) as verdicts:
-            for entry, new in verdicts:
-                if new:
-                    journal.record(entry)
-                else:
-                    counts.reused += 1
-                kept += entry.outcome == Outcome.KEPT
-                if kept >= settings.max_tasks:
-                    break
+    with (ThreadPoolExecutor(settings.workers, thread_name_prefix="swedojo-gen") as pool,
+          closing(in_order(pool, settings.workers, jobs, counts.start, lambda _: None)) as verdicts):
+        for entry, new in verdicts:
+            if new:
+                journal.record(entry)
+                counts.evaluated += 1
+            else:
+                counts.reused += 1
+            kept += entry.outcome == Outcome.KEPT
+            if kept >= settings.max_tasks:
+                break
 
 
 def _timed_mine(target: Target, settings: GenSettings, sha: str, parents: list[str]) -> Entry:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from pydantic import BaseModel, Field
@@ -18,6 +19,8 @@ class GenSettings(BaseModel):
     """Stop once this many tasks are kept (per repo and mode)."""
     max_candidates: int | None = None
     """Stop after evaluating this many new candidates (a rerun continues); None: no limit."""
+    max_minutes: float | None = None
+    """Start no candidate after this much wall time (a rerun continues); None: no limit."""
     timeout_s: float | None = None
     """A fixed limit in seconds on every test run, the baseline's too (how `gen` worked before limits
     were relative: on a loaded machine it cut candidates that were merely slow); None: `limit`."""
@@ -57,13 +60,23 @@ class RunCounts(BaseModel):
     """How much work this invocation did versus replayed from the journal."""
 
     evaluated: int = 0
-    """Candidates evaluated now."""
+    """Candidates evaluated now (and journaled)."""
+    started: int = 0
+    """Candidates begun now: the evaluated ones and those in flight when the run stopped."""
     reused: int = 0
     """Candidates whose verdict came from the journal."""
     limit: int | None = None
     """`max_candidates`."""
+    deadline: float | None = None
+    """`time.monotonic()` after which no candidate starts (`max_minutes`)."""
     interrupted: bool = False
-    """Stopped by `limit` with candidates left."""
+    """Stopped by `limit` or `deadline` with candidates left."""
 
-    def budget_spent(self) -> bool:
-        return self.limit is not None and self.evaluated >= self.limit
+    def start(self) -> bool:
+        """Whether one more candidate may start (counted if so); a spent budget interrupts the run."""
+        if (self.limit is not None and self.started >= self.limit) or (
+                self.deadline is not None and time.monotonic() >= self.deadline):
+            self.interrupted = True
+            return False
+        self.started += 1
+        return True

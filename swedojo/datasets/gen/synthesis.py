@@ -98,7 +98,6 @@ class _Mutator:
         for sandbox in sandboxes:
             self.idle.put(sandbox)
         self.width = len(sandboxes)
-        self.started = 0
 
     def _timed(self, candidate: Candidate) -> Entry:
         sandbox = self.idle.get()
@@ -115,7 +114,7 @@ class _Mutator:
         """Verdicts in candidate order: the journal's, or new ones evaluated `width` at a time (see
         `in_order`); stops when the candidate budget is spent."""
         jobs = (self.journal.entries.get(c.key) or partial(self._timed, c) for c in candidates)
-        for entry, new in in_order(pool, self.width, jobs, self._may_start, self._dropped):
+        for entry, new in in_order(pool, self.width, jobs, self.counts.start, self._dropped):
             if new:
                 entry = self._settle(entry)
             else:
@@ -123,13 +122,6 @@ class _Mutator:
             if entry.outcome == Outcome.KEPT:
                 self.seen.add(frozenset(entry.failing))
             yield entry
-
-    def _may_start(self) -> bool:
-        if self.counts.limit is not None and self.started >= self.counts.limit:
-            self.counts.interrupted = True
-            return False
-        self.started += 1
-        return True
 
     def _dropped(self, entry: Entry) -> None:
         if entry.instance is not None:

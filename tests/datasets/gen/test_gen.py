@@ -167,3 +167,12 @@ def test_the_same_seed_gives_the_same_tasks_one_or_two_candidates_at_a_time(proj
     verdicts = [[(e["key"], e["outcome"], e.get("failing")) for e in _journal(tmp_path / f"w{w}", "acme__shapes.mutations.jsonl")
                  if "key" in e] for w in (1, 2)]
     assert verdicts[0] == verdicts[1]
+
+
+def test_max_minutes_starts_no_candidate_past_the_budget_and_a_rerun_continues(project, tmp_path):
+    repo, _ = project
+    settings = GenSettings(out=tmp_path / "gen", max_tasks=1, max_minutes=0)
+    first = generate(str(repo), "mutations", settings)
+    assert first.counts.interrupted and first.counts.evaluated == 0 and not first.instances
+    second = generate(str(repo), "mutations", settings.model_copy(update={"max_minutes": None}))
+    assert not second.counts.interrupted and len(second.instances) == 1
