@@ -7,7 +7,10 @@ global trace function that only notes the code object of each Python call and re
 line events), which costs far less than line coverage; what it records per test is the set of
 functions (code objects of the work tree, by path and line span) called from its setup to its
 teardown. Calls made outside every test (imports, collection) are kept apart: a mutant there may
-break any test, so it runs the whole suite.
+break any test, so it runs the whole suite. What the map misses (calls in subprocesses, under a
+test's own trace function, or skipped by a cache an earlier test filled) can only lose a candidate
+(rejected as not reached or as breaking nothing), never make a wrong task: FAIL_TO_PASS and
+PASS_TO_PASS always come from the whole suite.
 """
 
 from __future__ import annotations
