@@ -168,12 +168,16 @@ class InvalidTaskError(Exception):
 
 
 def prove_task(env: Environment, instance: TaskInstance) -> None:
-    """Prove the task in fresh sandboxes: the gold patch resolves it and the empty patch does not."""
+    """Prove the task in fresh sandboxes: the gold patch resolves it and the empty patch does not.
+
+    The empty patch is graded on FAIL_TO_PASS alone: one of them failing is what "not resolved"
+    means, and on a real suite PASS_TO_PASS is nearly all of it, a whole run more per task.
+    """
     gold = grade(env, instance, instance.patch)
     if not gold.resolved:
         failing = [t for t, s in {**gold.fail_to_pass, **gold.pass_to_pass}.items() if not passed(s)]
         raise InvalidTaskError(f"gold patch: {gold.status.value} {gold.error} {failing[:3]}".strip())
-    empty = grade(env, instance, "")
+    empty = grade(env, instance.model_copy(update={"PASS_TO_PASS": []}), "")
     if empty.resolved or empty.status == EvalStatus.INFRA_ERROR:
         raise InvalidTaskError(f"empty patch: {empty.status.value} {empty.error}".strip())
 
