@@ -35,8 +35,11 @@ def gen_command(
     mirror: Path = typer.Option(None, help="Directory of local repos as owner/name, for REPO given as owner/name."),
     issues_dir: Path = typer.Option(None, help="History: issue texts as N.md / N.txt / N.json, for commits naming #N."),
     max_candidates: int = typer.Option(None, help="Stop after evaluating this many new candidates (rerun to continue)."),
-    timeout: float = typer.Option(90.0, help="Seconds per test-suite run; mutants that hang are dropped."),
+    max_minutes: float = typer.Option(None, help="Start no candidate after this many minutes (rerun to continue)."),
+    timeout: float = typer.Option(None, help="A fixed limit in seconds on every test run (the old behaviour); "
+                                         "default: a multiple of the baseline's time plus a margin."),
     combine: bool = typer.Option(True, help="Mutations: make a fifth of the tasks from two mutants."),
+    workers: int = typer.Option(2, min=1, help="Candidates evaluated at once (the suite is the same at any width)."),
 ) -> None:
     """Make training environments: mine fix commits or inject bugs, and validate every task end to end."""
     from swedojo.datasets.gen.core import GitError, repo_name
@@ -48,8 +51,9 @@ def gen_command(
 
     try:
         out = out or Path("gen") / repo_name(repo, resolve_repo(repo, mirror)).replace("/", "__")
-        settings = GenSettings(out=out, seed=seed, max_tasks=max_tasks, max_candidates=max_candidates,
-                               timeout_s=timeout, rev_range=rev_range, issues_dir=issues_dir, combine=combine)
+        settings = GenSettings(out=out, seed=seed, max_tasks=max_tasks, max_candidates=max_candidates, max_minutes=max_minutes,
+                               timeout_s=timeout, rev_range=rev_range, issues_dir=issues_dir, combine=combine,
+                               workers=workers)
         console.print(f"generating up to {max_tasks} tasks from {repo} by {mode} (seed {seed}) -> {out}")
         with shown(console, lambda: _journal_progress(out)):
             result = generate(repo, mode, settings, mirror)
@@ -64,7 +68,7 @@ def gen_command(
         table.add_row(name, str(y.candidates), str(y.compiled), str(y.broke_tests), str(y.kept), per)
     console.print(table)
     counts = result.counts
-    state = "stopped at --max-candidates; rerun to continue" if counts.interrupted else "done"
+    state = "stopped at --max-candidates or --max-minutes; rerun to continue" if counts.interrupted else "done"
     console.print(f"{len(result.instances)} tasks from {result.repo} ({counts.evaluated} candidates evaluated, "
                   f"{counts.reused} replayed from the journal): {state}")
     console.print(f"suite: {result.suite}  ({result.report.kept} tasks, {result.report.tasks_per_min} tasks/min)  "

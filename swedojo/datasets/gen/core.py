@@ -6,7 +6,11 @@ import os
 import re
 import subprocess
 import tempfile
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
 from pydantic import BaseModel
 
@@ -15,6 +19,7 @@ from swedojo.sandboxes.environment import Environment, default_python_env
 from swedojo.schema import EnvSpec, EvalStatus, TaskInstance
 from swedojo.testrun.run import SuiteRun, passed
 
+T = TypeVar("T")
 GEN_IDENTITY = ("swedojo gen", "gen@swedojo.invalid")
 """Author and committer of task commits; with fixed dates it makes their SHAs reproducible."""
 _TEST_DIRS = {"tests", "test", "testing"}
@@ -163,11 +168,43 @@ class InvalidTaskError(Exception):
 
 
 def prove_task(env: Environment, instance: TaskInstance) -> None:
-    """Prove the task in fresh sandboxes: the gold patch resolves it and the empty patch does not."""
+    """Prove the task in fresh sandboxes: the gold patch resolves it and the empty patch does not.
+
+    The empty patch is graded on FAIL_TO_PASS alone: one of them failing is what "not resolved"
+    means, and on a real suite PASS_TO_PASS is nearly all of it, a whole run more per task.
+    """
     gold = grade(env, instance, instance.patch)
     if not gold.resolved:
         failing = [t for t, s in {**gold.fail_to_pass, **gold.pass_to_pass}.items() if not passed(s)]
         raise InvalidTaskError(f"gold patch: {gold.status.value} {gold.error} {failing[:3]}".strip())
-    empty = grade(env, instance, "")
+    empty = grade(env, instance.model_copy(update={"PASS_TO_PASS": []}), "")
     if empty.resolved or empty.status == EvalStatus.INFRA_ERROR:
         raise InvalidTaskError(f"empty patch: {empty.status.value} {empty.error}".strip())
+
+
+def in_order(pool: ThreadPoolExecutor, width: int, jobs: Iterator[T | Callable[[], T]],
+             may_start: Callable[[], bool], drop: Callable[[T], None]) -> Iterator[tuple[T, bool]]:
+    """Results of `jobs` in their order, up to `width` of them worked on at once: (result, new).
+
+    A job is a result already known (replayed from a journal) or a callable run on `pool`. No new
+    job starts once `may_start()` says no. Results still in flight when the caller stops go to
+    `drop`, so what a run keeps never depends on how many workers it had.
+    """
+    pending: deque[Future[T] | tuple[T]] = deque()
+    stopped = False
+    try:
+        while True:
+            while not stopped and sum(isinstance(p, Future) for p in pending) < width:
+                job = next(jobs, None)
+                if job is None or (callable(job) and not may_start()):
+                    stopped = True
+                else:
+                    pending.append(pool.submit(job) if callable(job) else (job,))
+            if not pending:
+                return
+            item = pending.popleft()
+            yield (item.result(), True) if isinstance(item, Future) else (item[0], False)
+    finally:
+        for item in pending:
+            if isinstance(item, Future):
+                drop(item.result())

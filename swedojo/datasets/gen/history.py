@@ -10,6 +10,9 @@ one state are dropped as flaky.
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing
+from functools import partial
 
 from swedojo.datasets.gen.core import (
     InvalidTaskError,
@@ -18,6 +21,7 @@ from swedojo.datasets.gen.core import (
     environment_for,
     flaky_between,
     git,
+    in_order,
     is_doc_file,
     is_test_file,
     prepare_repo,
@@ -35,13 +39,16 @@ from swedojo.testrun.run import SuiteRun, TestRunError, run_suite
 STRATEGY = "history"
 
 
-def _twice(env: Environment, commit: str, patches: list[str], timeout_s: float) -> tuple[SuiteRun, SuiteRun]:
-    """Apply `patches` at `commit` in a fresh sandbox and run the suite twice."""
+def _twice(env: Environment, commit: str, patches: list[str], settings: GenSettings,
+           baseline_s: float | None) -> tuple[SuiteRun, SuiteRun]:
+    """Apply `patches` at `commit` in a fresh sandbox and run the suite twice; the runs' limit is
+    relative to `baseline_s` (None: this state is the baseline, measured by its first run)."""
     sandbox = env.open(commit)
     try:
         for patch in patches:
             apply_patch(sandbox, patch)
-        return run_suite(sandbox, env.spec, timeout_s), run_suite(sandbox, env.spec, timeout_s)
+        first = run_suite(sandbox, env.spec, settings.baseline_limit() if baseline_s is None else settings.limit(baseline_s))
+        return first, run_suite(sandbox, env.spec, settings.limit(first.duration_s if baseline_s is None else baseline_s))
     finally:
         sandbox.close()
 
@@ -61,8 +68,8 @@ def _mine(target: Target, settings: GenSettings, sha: str, parents: list[str]) -
     test_patch, patch = diff(source, parent, sha, tests), diff(source, parent, sha, rest)
     env = environment_for(target.repo, parent, target.repo_dir)
     try:
-        before = _twice(env, parent, [test_patch], settings.timeout_s)
-        after = _twice(env, parent, [test_patch, patch], settings.timeout_s)
+        before = _twice(env, parent, [test_patch], settings, None)
+        after = _twice(env, parent, [test_patch, patch], settings, before[0].duration_s)
     except PatchApplyError as exc:
         entry.outcome, entry.detail = Outcome.PATCH_FAILED, str(exc)
         return entry
@@ -109,19 +116,22 @@ def generate_history(target: Target, settings: GenSettings, counts: RunCounts) -
     journal = Journal(target.out / "journal" / f"{target.slug}.history.jsonl",
                       Header(repo=target.repo, mode=STRATEGY, tip=commits[-1][0], seed=0))  # no sampling here
     kept = 0
-    for sha, parents in commits:
-        if kept >= settings.max_tasks:
-            break
-        entry = journal.entries.get(sha)
-        if entry is not None:
-            counts.reused += 1
-        elif counts.budget_spent():
-            counts.interrupted = True
-            return
-        else:
-            start = time.monotonic()
-            entry = _mine(target, settings, sha, parents)
-            entry.seconds = round(time.monotonic() - start, 3)
-            journal.record(entry)
-            counts.evaluated += 1
-        kept += entry.outcome == Outcome.KEPT
+    jobs = (journal.entries.get(sha) or partial(_timed_mine, target, settings, sha, parents) for sha, parents in commits)
+    with (ThreadPoolExecutor(settings.workers, thread_name_prefix="swedojo-gen") as pool,
+          closing(in_order(pool, settings.workers, jobs, counts.start, lambda _: None)) as verdicts):
+        for entry, new in verdicts:
+            if new:
+                journal.record(entry)
+                counts.evaluated += 1
+            else:
+                counts.reused += 1
+            kept += entry.outcome == Outcome.KEPT
+            if kept >= settings.max_tasks:
+                break
+
+
+def _timed_mine(target: Target, settings: GenSettings, sha: str, parents: list[str]) -> Entry:
+    start = time.monotonic()
+    entry = _mine(target, settings, sha, parents)
+    entry.seconds = round(time.monotonic() - start, 3)
+    return entry

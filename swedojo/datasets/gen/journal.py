@@ -15,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel, Field, ValidationError
 
 from swedojo.datasets.gen.mutations import Edit
+from swedojo.datasets.gen.reach import ReachMap
 from swedojo.schema import TaskInstance, TestStatus
 
 
@@ -29,6 +30,8 @@ class Outcome(str, Enum):
     PATCH_FAILED = "patch_failed"
     """History: the split patches do not apply at the parent."""
     TIMED_OUT = "timed_out"
+    NOT_REACHED = "not_reached"
+    """No test calls the mutated code (the baseline's reach map): rejected without a run."""
     NO_BREAK = "no_break"
     """No test that passed before fails now (history: no FAIL_TO_PASS)."""
     NONE_LEFT = "none_left"
@@ -76,7 +79,10 @@ class Baseline(BaseModel):
     flaky: list[str]
     """Tests whose outcome differed between the runs."""
     seconds: float = 0.0
-    """Wall time of the slower run (mutant runs may take a bounded multiple of it)."""
+    """Wall time of the untraced run (a candidate's runs may take a bounded multiple of it)."""
+    reach: ReachMap | None = None
+    """Which functions each test calls; None where it could not be recorded (every candidate runs
+    the whole suite)."""
 
 
 class Header(BaseModel):

@@ -7,6 +7,7 @@ every base commit), `envspecs/*.json`, `yield.json`, and the journals themselves
 
 from __future__ import annotations
 
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -124,7 +125,8 @@ def generate(repo: str, mode: str, settings: GenSettings, mirror: Path | None = 
         raise UnknownModeError(f"unknown --from {mode!r}; choose one of {', '.join(MODES)}")
     source = resolve_repo(repo, mirror)
     target = Target(repo=repo_name(repo, source), source=source, out=settings.out)
-    counts = RunCounts(limit=settings.max_candidates)
+    counts = RunCounts(limit=settings.max_candidates,
+                       deadline=None if settings.max_minutes is None else time.monotonic() + 60 * settings.max_minutes)
     if mode == HISTORY:
         generate_history(target, settings, counts)
     else:

@@ -155,3 +155,24 @@ def test_a_relative_out_works(project, tmp_path, monkeypatch):
                                       "--seed", "1", "--timeout", "60"])
     assert result.exit_code == 0, result.output
     assert len(load_suite_file(tmp_path / "gen-rel" / "suite.jsonl").instances) == 1
+
+
+def test_the_same_seed_gives_the_same_tasks_one_or_two_candidates_at_a_time(project, tmp_path):
+    repo, _ = project
+    for workers in (1, 2):
+        result = generate(str(repo), "mutations", GenSettings(out=tmp_path / f"w{workers}", seed=5, max_tasks=3,
+                                                              workers=workers))
+        assert len(result.instances) == 3
+    assert (tmp_path / "w1" / "suite.jsonl").read_text() == (tmp_path / "w2" / "suite.jsonl").read_text()
+    verdicts = [[(e["key"], e["outcome"], e.get("failing")) for e in _journal(tmp_path / f"w{w}", "acme__shapes.mutations.jsonl")
+                 if "key" in e] for w in (1, 2)]
+    assert verdicts[0] == verdicts[1]
+
+
+def test_max_minutes_starts_no_candidate_past_the_budget_and_a_rerun_continues(project, tmp_path):
+    repo, _ = project
+    settings = GenSettings(out=tmp_path / "gen", max_tasks=1, max_minutes=0)
+    first = generate(str(repo), "mutations", settings)
+    assert first.counts.interrupted and first.counts.evaluated == 0 and not first.instances
+    second = generate(str(repo), "mutations", settings.model_copy(update={"max_minutes": None}))
+    assert not second.counts.interrupted and len(second.instances) == 1
