@@ -399,67 +399,59 @@ def test_escape_sequences_from_the_sandbox_do_not_reach_the_operators_terminal(
     assert "after" in lines and any(line.endswith("red\tcell") and "before" in line for line in lines), repr(shown)
 
 
-FLIPPER = r"""python3 -c 'import os, time
+def flipper(link_target: str) -> str:
+    """A command that swaps `flip` between a regular file (holding "regular") and a symlink to
+    `link_target` until a file `stop` appears."""
+    return rf"""python3 -c 'import os, time
 deadline = time.monotonic() + 300
 while not os.path.exists("stop") and time.monotonic() < deadline:
-    os.symlink("/dev/null", "flip.new")
+    os.symlink("{link_target}", "flip.new")
     os.replace("flip.new", "flip")
     with open("flip.new", "w") as f: f.write("regular\n")
     os.replace("flip.new", "flip")' >/dev/null 2>&1 &
 sleep 0.5; echo flipping"""
-"""Swaps `flip` between a regular file and a symlink to a device for as long as the test reads."""
+
+
+def while_flipping(sandbox: Sandbox, link_target: str, call: Callable[[], object], wanted: object) -> set[object]:
+    """What `call` gave (its value, or its OSError's message) while `flip` kept changing, until it
+    gave `wanted` at least once (a busy machine may hold one state long)."""
+    assert sandbox.exec(flipper(link_target)).output.strip().endswith("flipping")
+    seen: set[object] = set()
+    try:
+        for attempt in range(600):
+            try:
+                seen.add(call())
+            except OSError as exc:
+                seen.add(exc.strerror or "")
+            if attempt >= 60 and wanted in seen:
+                break
+    finally:
+        sandbox.exec("touch stop; wait")
+    return seen
+
+
+NOT_REGULAR = "Not a regular file (a FIFO, socket or device)"
 
 
 def test_a_name_swapped_for_a_device_link_is_never_followed_to_it(sandbox: Sandbox) -> None:
     """The file helpers judge the file they opened, not its name: however the name changes between
     the helpers' look and their open, only the regular file is read, never the device."""
-    assert sandbox.exec(FLIPPER).output.strip().endswith("flipping")
-    seen: set[bytes | str] = set()
-    try:  # until the regular file was read at least once (a busy machine may hold one state long)
-        for attempt in range(600):
-            try:
-                seen.add(sandbox.read_file("flip"))
-            except OSError as exc:
-                seen.add(exc.strerror or "")
-            if attempt >= 60 and b"regular\n" in seen:
-                break
-    finally:
-        sandbox.exec("touch stop; wait")
-    assert b"regular\n" in seen and seen <= {b"regular\n", "Not a regular file (a FIFO, socket or device)"}, seen
+    seen = while_flipping(sandbox, "/dev/null", lambda: sandbox.read_file("flip"), b"regular\n")
+    assert b"regular\n" in seen and seen <= {b"regular\n", NOT_REGULAR}, seen
     assert sandbox.exec("ln -s pkg/mod.py link && echo made").output == "made\n"
     sandbox.write_file("link", b"X = 3\n")  # in-tree symlinks to regular files: written and read through
     assert sandbox.read_file("link") == b"X = 3\n" and sandbox.exec("cat pkg/mod.py").output == "X = 3\n"
 
 
-FIFO_FLIPPER = r"""mkfifo pipe && (while [ ! -e stop ]; do cat pipe >> drained; done) >/dev/null 2>&1 &
-python3 -c 'import os, time
-deadline = time.monotonic() + 300
-while not os.path.exists("stop") and time.monotonic() < deadline:
-    os.symlink("pipe", "flip.new")
-    os.replace("flip.new", "flip")
-    with open("flip.new", "w") as f: f.write("regular\n")
-    os.replace("flip.new", "flip")' >/dev/null 2>&1 &
-sleep 0.5; echo flipping"""
-"""Swaps `flip` between a regular file and a symlink to a FIFO whose reader keeps what it gets in `drained`."""
-
-
 def test_a_name_swapped_for_a_fifo_link_is_never_written_through(sandbox: Sandbox) -> None:
     """The write side of the swapped name: however the name changes between the helper's look and
-    its open, the data goes to the regular file or nowhere, never into the FIFO behind the link."""
-    assert sandbox.exec(FIFO_FLIPPER).output.strip().endswith("flipping")
-    outcomes: set[str] = set()
-    try:  # until a write went through at least once (a busy machine may hold one state long)
-        for attempt in range(600):
-            try:
-                sandbox.write_file("flip", b"PAYLOAD\n")
-                outcomes.add("written")
-            except OSError as exc:
-                outcomes.add(exc.strerror or "")
-            if attempt >= 60 and "written" in outcomes:
-                break
-    finally:
-        sandbox.exec("touch stop; : > pipe & wait")
-    assert "written" in outcomes and outcomes <= {"written", "Not a regular file (a FIFO, socket or device)"}, outcomes
+    its open, the data goes to the regular file or nowhere, never into the FIFO behind the link
+    (whose reader keeps what it gets in `drained`)."""
+    reader = "setsid -f sh -c 'while [ ! -e stop ]; do cat pipe >> drained; done' >/dev/null 2>&1"  # not a job
+    assert sandbox.exec(f"mkfifo pipe && {reader}; echo reading").output.strip().endswith("reading")
+    seen = while_flipping(sandbox, "pipe", lambda: sandbox.write_file("flip", b"PAYLOAD\n"), None)
+    sandbox.exec("timeout 5 sh -c ': > pipe'")  # a reader waiting to open wakes, and sees `stop`
+    assert None in seen and seen <= {None, NOT_REGULAR}, seen
     assert "PAYLOAD" not in sandbox.exec("cat drained 2>/dev/null; echo end").output
 
 
