@@ -122,7 +122,8 @@ class LocalConfinement:
     the cgroup, and the only directories commands may write: `workdir` (where they start) and
     `writable`. `root`, a temp dir of our own, holds the home and tmp of the fallback without
     bubblewrap and is removed at `close`; what the commands may write outside it is given back
-    to us then (no later sandbox's uid may own it)."""
+    to us then (no later sandbox's uid may own it). `uncapped` is what `_plan` reports of the work
+    tree's size cap: "" capped, else why not; None for a directory that is no sandbox's work tree."""
 
     def __init__(self, config: SandboxConfig, root: Path, workdir: Path, *, writable: tuple[Path, ...] = (),
                  bubblewrap: bool = True, uncapped: str | None = None) -> None:
