@@ -4,7 +4,8 @@ Demo mode (default): for each demo repo, `--from history` over its whole history
 mutations` up to `--max-tasks` tasks (default 20, the issue's bar per repo).
 
 Real mode (`--repo PATH` to a git repo, or `--repo owner/name` looked up as a fetched mirror,
-`<mirrors>/<owner>+<name>/repo`; absent, it says so and measures nothing): mutations as `dojo gen`
+`<mirrors>/<owner>+<name>/repo`; absent, it says so and measures nothing), in the environment
+RepoLaunch builds for it on `--backend` (its dependencies installed): mutations as `dojo gen`
 runs them now (limits relative to the baseline, test selection, `--workers` at once) up to
 `--max-tasks` or `--minutes`; then the old behaviour (a fixed 90 s limit, the whole suite for
 every candidate, one at a time) on the same seed for `--old-minutes`; then history over the last
@@ -83,19 +84,21 @@ def real(args: argparse.Namespace) -> None:
     load = os.getloadavg()[0]
     print(f"{repo}: outputs in {root}; load average {load:.1f} on {os.cpu_count()} cores", flush=True)
     new = _measure("mutations, now", repo, mirror, "mutations", GenSettings(
-        out=root / "new", seed=args.seed, max_tasks=args.max_tasks, max_minutes=args.minutes, workers=args.workers))
+        out=root / "new", seed=args.seed, max_tasks=args.max_tasks, max_minutes=args.minutes, workers=args.workers,
+        backend=args.backend))
     old = _measure("mutations, old (fixed 90 s, whole suite, one at a time)", repo, mirror, "mutations", GenSettings(
         out=root / "old", seed=args.seed, max_tasks=args.max_tasks, max_minutes=args.old_minutes, timeout_s=90.0,
-        select_tests=False, workers=1))
+        select_tests=False, workers=1, backend=args.backend))
     tip = subprocess.run(["git", "-C", str(mirror / repo), "rev-list", "--first-parent", f"--max-count={args.history_commits}",
                           "HEAD"], capture_output=True, text=True, check=True).stdout.split()
     history = _measure("history", repo, mirror, "history", GenSettings(
         out=root / "history", max_tasks=5, max_minutes=args.history_minutes, workers=args.workers,
-        rev_range=f"{tip[-1]}..{tip[0]}"))
+        rev_range=f"{tip[-1]}..{tip[0]}", backend=args.backend))
     load_after = os.getloadavg()[0]
     fields = {f"new_{k}": v for k, v in new.items()} | {f"old_{k}": v for k, v in old.items()} | {
         "history_kept": history["kept"], "history_candidates": history["candidates"],
         "history_minutes": history["minutes"], "load_before": round(load, 1), "load_after": round(load_after, 1)}
+    fields["backend"] = args.backend
     print(f"RESULT repo={repo} " + " ".join(f"{k}={v}" for k, v in fields.items()))
 
 
@@ -106,6 +109,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--repo", help="a real repository: a git repo's path, or owner/name among the fetched mirrors")
     parser.add_argument("--workers", type=int, default=2, help="real mode: candidates evaluated at once")
+    parser.add_argument("--backend", default="local", help="real mode: sandbox backend (docker: warm pooled containers)")
     parser.add_argument("--minutes", type=float, default=15.0, help="real mode: budget of the mutations as now")
     parser.add_argument("--old-minutes", type=float, default=5.0, help="real mode: budget of the old behaviour")
     parser.add_argument("--history-commits", type=int, default=200, help="real mode: history over this many last commits")

@@ -40,6 +40,10 @@ def gen_command(
                                          "default: a multiple of the baseline's time plus a margin."),
     combine: bool = typer.Option(True, help="Mutations: make a fifth of the tasks from two mutants."),
     workers: int = typer.Option(2, min=1, help="Candidates evaluated at once (the suite is the same at any width)."),
+    backend: str = typer.Option("local", help="Sandbox backend the candidates are judged on: local or docker."),
+    launch: bool = typer.Option(True, "--launch/--no-launch", help="Build the environment with RepoLaunch from what "
+                                "the repo declares (its dependencies, its test command); off: the plain pytest one."),
+    pool: int = typer.Option(2, min=0, help="Warm containers kept ready for the run's sandboxes (docker; 0: none)."),
 ) -> None:
     """Make training environments: mine fix commits or inject bugs, and validate every task end to end."""
     from swedojo.datasets.gen.core import GitError, repo_name
@@ -47,19 +51,28 @@ def gen_command(
     from swedojo.datasets.gen.run import UnknownModeError, generate
     from swedojo.datasets.gen.settings import GenSettings
     from swedojo.datasets.gen.synthesis import NoPassingTestsError
+    from swedojo.repolaunch.errors import LaunchError
     from swedojo.repos import RepoNotFoundError, resolve_repo
+    from swedojo.sandboxes.registry import UnknownBackendError
+    from swedojo.sandboxes.registry import backend as sandbox_backend
 
     try:
         out = out or Path("gen") / repo_name(repo, resolve_repo(repo, mirror)).replace("/", "__")
+        sandbox_backend(backend)  # an unknown name fails here, before anything is built
         settings = GenSettings(out=out, seed=seed, max_tasks=max_tasks, max_candidates=max_candidates, max_minutes=max_minutes,
                                timeout_s=timeout, rev_range=rev_range, issues_dir=issues_dir, combine=combine,
-                               workers=workers)
+                               workers=workers, backend=backend, launch=launch, pool=pool)
         console.print(f"generating up to {max_tasks} tasks from {repo} by {mode} (seed {seed}) -> {out}")
         with shown(console, lambda: _journal_progress(out)):
             result = generate(repo, mode, settings, mirror)
-    except (RepoNotFoundError, UnknownModeError, JournalMismatchError, NoPassingTestsError, GitError) as exc:
+    except (RepoNotFoundError, UnknownModeError, JournalMismatchError, NoPassingTestsError, GitError,
+            UnknownBackendError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
+    except LaunchError as exc:
+        console.print(f"[red]error:[/red] the environment could not be built, at stage {exc.stage}: {exc.message}")
+        console.print(f"build log: {exc.log_path}")
+        raise typer.Exit(1) from None
     table = Table(title=f"yield of {out}")
     for column in ("strategy", "candidates", "compiled", "broke tests", "kept", "s/kept"):
         table.add_column(column, justify="left" if column == "strategy" else "right")

@@ -15,7 +15,7 @@ from typing import TypeVar
 from pydantic import BaseModel
 
 from swedojo.rewards.grading import grade
-from swedojo.sandboxes.environment import Environment, default_python_env
+from swedojo.sandboxes.environment import Environment
 from swedojo.schema import EnvSpec, EvalStatus, TaskInstance
 from swedojo.testrun.run import SuiteRun, passed
 
@@ -136,19 +136,6 @@ def diff(repo: Path, old: str, new: str, paths: list[str]) -> str:
     if not paths:
         return ""
     return git(repo, "diff", "--no-color", "--no-ext-diff", "--no-renames", "--binary", old, new, "--", *paths)
-
-
-def environment_for(repo: str, commit: str, source: Path) -> Environment:
-    """The environment tasks are mined, mutated and validated in.
-
-    For now: the harness's own Python with pytest (what `dojo eval` uses for pure-Python repos);
-    RepoLaunch replaces this one function when it produces EnvSpecs. The harness's own pytest
-    plugins (hypothesis, ...) are kept out of the repo's runs: the repo never asked for them, and
-    importing them costs several times the run of a small suite.
-    """
-    env = default_python_env(repo, commit, source, "local")
-    env.spec.env_vars["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    return env
 
 
 def write_envspec(target: Target, spec: EnvSpec) -> None:

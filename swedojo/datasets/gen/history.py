@@ -10,6 +10,7 @@ one state are dropped as flaky.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from functools import partial
@@ -18,7 +19,6 @@ from swedojo.datasets.gen.core import (
     InvalidTaskError,
     Target,
     diff,
-    environment_for,
     flaky_between,
     git,
     in_order,
@@ -28,6 +28,7 @@ from swedojo.datasets.gen.core import (
     prove_task,
     write_envspec,
 )
+from swedojo.datasets.gen.environments import run_environment
 from swedojo.datasets.gen.journal import Entry, Header, Journal, Outcome
 from swedojo.datasets.gen.settings import GenSettings, RunCounts
 from swedojo.datasets.gen.statements import history_statement
@@ -53,7 +54,7 @@ def _twice(env: Environment, commit: str, patches: list[str], settings: GenSetti
         sandbox.close()
 
 
-def _mine(target: Target, settings: GenSettings, sha: str, parents: list[str]) -> Entry:
+def _mine(target: Target, settings: GenSettings, env: Environment, sha: str, parents: list[str]) -> Entry:
     entry = Entry(key=sha, strategy=STRATEGY, outcome=Outcome.NOT_QUALIFIED)
     if len(parents) != 1:
         entry.detail = "root commit" if not parents else "merge commit"
@@ -66,7 +67,6 @@ def _mine(target: Target, settings: GenSettings, sha: str, parents: list[str]) -
         entry.detail = "changes no tests" if not tests else "changes no source"
         return entry
     test_patch, patch = diff(source, parent, sha, tests), diff(source, parent, sha, rest)
-    env = environment_for(target.repo, parent, target.repo_dir)
     try:
         before = _twice(env, parent, [test_patch], settings, None)
         after = _twice(env, parent, [test_patch, patch], settings, before[0].duration_s)
@@ -106,7 +106,11 @@ def _mine(target: Target, settings: GenSettings, sha: str, parents: list[str]) -
 
 
 def generate_history(target: Target, settings: GenSettings, counts: RunCounts) -> None:
-    """Walk the first-parent history (oldest first) until `settings.max_tasks` tasks are kept."""
+    """Walk the first-parent history (oldest first) until `settings.max_tasks` tasks are kept.
+
+    Every commit is judged in the environment of the walk's last commit (as SWE-bench shares one
+    environment between the instances of a version): a commit whose dependencies differ too much
+    from it yields no task, it does not yield a wrong one."""
     walk = settings.rev_range or "HEAD"
     lines = git(target.source, "log", "--reverse", "--first-parent", "--format=%H %P", walk).splitlines()
     if not lines:
@@ -114,9 +118,16 @@ def generate_history(target: Target, settings: GenSettings, counts: RunCounts) -
     commits = [(line.split()[0], line.split()[1:]) for line in lines]
     prepare_repo(target, [commits[-1][0]])
     journal = Journal(target.out / "journal" / f"{target.slug}.history.jsonl",
-                      Header(repo=target.repo, mode=STRATEGY, tip=commits[-1][0], seed=0))  # no sampling here
+                      Header(repo=target.repo, mode=STRATEGY, tip=commits[-1][0], seed=0,  # no sampling here
+                             backend=settings.backend, launch=settings.launch))
+    with run_environment(target, commits[-1][0], target.repo_dir, settings) as env:
+        jobs = (journal.entries.get(sha) or partial(_timed_mine, target, settings, env, sha, parents)
+                for sha, parents in commits)
+        _walk(jobs, journal, settings, counts)
+
+
+def _walk(jobs: Iterator[Entry | Callable[[], Entry]], journal: Journal, settings: GenSettings, counts: RunCounts) -> None:
     kept = 0
-    jobs = (journal.entries.get(sha) or partial(_timed_mine, target, settings, sha, parents) for sha, parents in commits)
     with (ThreadPoolExecutor(settings.workers, thread_name_prefix="swedojo-gen") as pool,
           closing(in_order(pool, settings.workers, jobs, counts.start, lambda _: None)) as verdicts):
         for entry, new in verdicts:
@@ -130,8 +141,8 @@ def generate_history(target: Target, settings: GenSettings, counts: RunCounts) -
                 break
 
 
-def _timed_mine(target: Target, settings: GenSettings, sha: str, parents: list[str]) -> Entry:
+def _timed_mine(target: Target, settings: GenSettings, env: Environment, sha: str, parents: list[str]) -> Entry:
     start = time.monotonic()
-    entry = _mine(target, settings, sha, parents)
+    entry = _mine(target, settings, env, sha, parents)
     entry.seconds = round(time.monotonic() - start, 3)
     return entry

@@ -96,6 +96,10 @@ class Header(BaseModel):
     """Commit mutated (mutations) or last commit walked (history)."""
     seed: int
     """RNG seed of the sampling."""
+    backend: str = "local"
+    """Sandbox backend the candidates were judged on."""
+    launch: bool = False
+    """Whether RepoLaunch built the environment (journals from before it did: the plain one)."""
 
 
 class JournalMismatchError(Exception):

@@ -42,6 +42,14 @@ class GenSettings(BaseModel):
     """Candidates evaluated at once (mutations: each in a work tree of its own kept for the whole
     run; history: commits, each in fresh sandboxes); 1: one at a time, as before. The suite is the
     same at any width."""
+    backend: str = "local"
+    """Sandbox backend every candidate is judged on (local or docker)."""
+    launch: bool = True
+    """Build the environment with RepoLaunch from what the repository declares (dependencies, test
+    command), once per run; False, or a repository with no build or dependency file: the plain
+    pytest environment (the harness's own Python locally)."""
+    pool: int = Field(2, ge=0)
+    """Warm containers kept ready for the run's sandboxes on a pooled backend (docker); 0: none."""
     select_tests: bool = True
     """Mutations: record which tests call which functions at the baseline, and run a candidate's
     calling tests before its whole suite; False: the whole suite for every candidate (as before)."""

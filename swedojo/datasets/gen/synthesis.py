@@ -27,7 +27,6 @@ from swedojo.datasets.gen.core import (
     Target,
     commit_files,
     diff,
-    environment_for,
     flaky_between,
     git,
     git_bytes,
@@ -38,6 +37,7 @@ from swedojo.datasets.gen.core import (
     prove_task,
     write_envspec,
 )
+from swedojo.datasets.gen.environments import run_environment
 from swedojo.datasets.gen.journal import Baseline, Entry, Header, Journal, Outcome
 from swedojo.datasets.gen.mutations import Edit, OverlappingEditsError, apply_edits
 from swedojo.datasets.gen.reach import edited_lines, record
@@ -290,9 +290,15 @@ def generate_mutations(target: Target, settings: GenSettings, strategies: list[S
     head = git(target.source, "rev-parse", "HEAD^{commit}").strip()
     repo = prepare_repo(target, [head])
     journal = Journal(target.out / "journal" / f"{target.slug}.mutations.jsonl",
-                      Header(repo=target.repo, mode="mutations", tip=head, seed=settings.seed))
-    env = environment_for(target.repo, head, repo)
+                      Header(repo=target.repo, mode="mutations", tip=head, seed=settings.seed,
+                             backend=settings.backend, launch=settings.launch))
     files = source_files(repo, head)
+    with run_environment(target, head, repo, settings) as env:
+        _mutate(target, repo, head, env, files, journal, settings, strategies, counts)
+
+
+def _mutate(target: Target, repo: Path, head: str, env: Environment, files: dict[str, bytes], journal: Journal,
+            settings: GenSettings, strategies: list[Strategy], counts: RunCounts) -> None:
     sandboxes = [env.open(head)]
     try:
         if journal.baseline is None:

@@ -114,7 +114,8 @@ def test_limits_follow_the_baseline_and_candidates_run_the_tests_that_call_them(
     settings = GenSettings(out=tmp_path / "gen", max_tasks=4, combine=False, timeout_factor=3.0, timeout_margin_s=2.0)
     result = generate(str(repo), "mutations", settings, strategies=[HandMade()])
     journal = Journal(settings.out / "journal" / "acme__slowcalc.mutations.jsonl",
-                      Header(repo="acme/slowcalc", mode="mutations", tip=git(repo, "rev-parse", "HEAD"), seed=0))
+                      Header(repo="acme/slowcalc", mode="mutations", tip=git(repo, "rev-parse", "HEAD"), seed=0,
+                             launch=settings.launch))
     entries = journal.entries
     assert set(entries) == {"slower", "hang", "harmless", "unreached"}
     assert journal.baseline is not None and journal.baseline.reach is not None
