@@ -13,12 +13,14 @@ the client's descriptors, `sys.path[0]` is the working directory, and nothing of
 was imported before the fork.
 
 The command runs plainly instead (the client execs it) whenever the server cannot serve it
-exactly: no server; a different interpreter-level environment (`PYTHON*` variables, which the
-interpreter reads at startup); or a module the server imported that this command would find
-elsewhere or changed. The child checks the last before it runs anything: it looks up every
-top-level module the server imported, as a plain run would (its import system, the working
-directory first on the path), against the file, size and mtime the server loaded it from, so a
-repo that shadows or is one of them (pytest's own repository, an editable install) runs plainly.
+exactly: no server; another interpreter (a virtualenv made after the server started); one of its
+import path's directories installed into since; a different interpreter-level environment
+(`PYTHON*` variables, which the interpreter reads at startup); or a module the server imported
+that this command would find elsewhere or changed. The child checks the last two before it runs
+anything: it looks up every top-level module the server imported, as a plain run would (its
+import system, the working directory first on the path), against the file, size and mtime the
+server loaded it from, so a repo that shadows or is one of them (pytest's own repository, an
+editable install) runs plainly.
 A client killed mid-run takes the child's process group down with it.
 
 The server outlives the sandboxes of a reused container, so nothing the sandbox user runs may
@@ -83,12 +85,38 @@ def _module_table() -> dict[str, list | None]:
     return table
 
 
-def _found_alike(table: dict[str, list | None]) -> bool:
+def _interpreter() -> str:
+    """The interpreter as started, links not followed: the client's must be the server's (a `python`
+    that PATH now finds in a virtualenv made after the server started is another one, even when it
+    links to the same binary)."""
+    return os.path.abspath(sys.executable)
+
+
+def _path_dirs() -> list:
+    """[entry, mtime_ns] of the import path's directories past the first, and of the user's site
+    directory (on the path of a new interpreter only once it exists): an install into one of them
+    after the server started (a package, a `.pth`) changes its mtime."""
+    import site
+
+    found = []
+    user_site = [site.USER_SITE] if site.ENABLE_USER_SITE and site.USER_SITE else []
+    for entry in [*sys.path[1:], *user_site]:
+        try:
+            found.append([entry, os.stat(entry).st_mtime_ns])
+        except OSError:
+            found.append([entry, None])
+    return found
+
+
+def _found_alike(table: dict[str, list | None], paths: list) -> bool:
     """Whether a plain run started here would find every module of `table` at the same, unchanged file.
 
     Searches as the import system does, minus the sys.modules short cut: every meta path finder
-    in order, with the working directory first on sys.path (as `python -m` puts it).
+    in order, with the working directory first on sys.path (as `python -m` puts it). First, the
+    import path's directories must be unchanged since the server started (`_path_dirs`).
     """
+    if _path_dirs() != paths:
+        return False
     if not getattr(sys.flags, "safe_path", False):
         sys.path[0] = os.getcwd()
     sys.path_importer_cache.clear()
@@ -235,7 +263,7 @@ class _Rewrites:
         return b"" if caught else marshal.dumps(code)
 
 
-def _child(request: dict, fds: list[int], module: str, table: dict, plain_w: int, name: str) -> None:
+def _child(request: dict, fds: list[int], module: str, table: dict, paths: list, plain_w: int, name: str) -> None:
     """In the forked child: become `python -m module argv...` on the client's descriptors. Never returns."""
     code = 1
     try:
@@ -250,7 +278,7 @@ def _child(request: dict, fds: list[int], module: str, table: dict, plain_w: int
         os.chdir(request["cwd"])
         os.environ.clear()
         os.environ.update(request["env"])
-        servable = _found_alike(table)
+        servable = _found_alike(table, paths)
     except BaseException:
         servable = False
     if not servable:  # nothing ran yet: the client runs the command itself
@@ -353,7 +381,7 @@ def serve(name: str, module: str) -> None:
             pass
     import ctypes  # noqa: F401  (the child's prctl; imported before the table, so it is checked too)
 
-    table = _module_table()
+    table, paths, interpreter = _module_table(), _path_dirs(), _interpreter()
     _prctl_dumpable(0)
     sys.path[0] = "/nonexistent/swedojo-forkserver"  # no import after this point reads a writable place
     os.chdir("/")
@@ -417,7 +445,8 @@ def serve(name: str, module: str) -> None:
                 pass
             conn.close()
             continue
-        if len(fds) != 3 or not isinstance(header.get("env"), dict) or _interpreter_env(header["env"]) != startup_env:
+        if (len(fds) != 3 or not isinstance(header.get("env"), dict) or _interpreter_env(header["env"]) != startup_env
+                or header.get("interpreter") != interpreter):
             for fd in fds:
                 os.close(fd)
             _send_status(conn, _PLAIN)
@@ -433,7 +462,7 @@ def serve(name: str, module: str) -> None:
             os.close(plain_r)
             os.close(wake_r)
             os.close(wake_w)
-            _child(header, fds, module, table, plain_w, name)
+            _child(header, fds, module, table, paths, plain_w, name)
         os.close(plain_w)
         os.set_blocking(plain_r, False)
         for fd in fds:
@@ -464,7 +493,7 @@ def run(name: str, module: str, argv: list[str]) -> None:
     conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         conn.connect(_address(name))
-        request = {"op": "run", "argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)}
+        request = {"op": "run", "argv": argv, "cwd": os.getcwd(), "env": dict(os.environ), "interpreter": _interpreter()}
         socket.send_fds(conn, [_frame(request)], [0, 1, 2])
         pid = _receive_int(conn)
     except OSError as exc:

@@ -177,3 +177,42 @@ def test_a_repo_that_shadows_a_module_the_server_imported_runs_plainly(warm: Doc
         warm.exec("cd /testbed")
     assert "SHADOWED" in plain.output and plain.exit_code != 0
     assert (served.exit_code, _same(served.output)) == (plain.exit_code, _same(plain.output))
+
+
+@pytest.mark.docker
+def test_a_virtualenv_made_after_the_server_started_runs_plainly(warm: DockerSandbox) -> None:
+    # A launched environment's repo layer makes a virtualenv over the image's Python and installs the
+    # project into it once the container (and its server) is up; `python3` then finds that one first.
+    # Served by the server's interpreter, the test could not import what only the virtualenv has.
+    venv = "$HOME/venv"
+    made = warm.exec(f"python3 -m venv --without-pip --system-site-packages {venv} && "
+                     f"site=$({venv}/bin/python3 -c 'import sysconfig; print(sysconfig.get_path(\"purelib\"))') && "
+                     "echo 'WHERE = \"venv\"' > \"$site/only_in_venv.py\" && mkdir -p venvtests && "
+                     "printf 'import only_in_venv\\n\\n\\ndef test_it():\\n    assert only_in_venv.WHERE == \"venv\"\\n' "
+                     "> venvtests/test_venv.py")
+    assert made.ok, made.output
+    warm.exec(f"OLD_PATH=$PATH; export PATH={venv}/bin:$PATH")
+    try:
+        served = warm.exec(f"{PLAIN} venvtests")
+        plain = warm.exec(_plain(f"{PLAIN} venvtests"))
+    finally:
+        warm.exec(f"export PATH=$OLD_PATH; rm -rf {venv} venvtests")
+    assert plain.exit_code == 0 and "1 passed" in plain.output, plain.output
+    assert (served.exit_code, _same(served.output)) == (plain.exit_code, _same(plain.output))
+
+
+@pytest.mark.docker
+def test_a_package_installed_after_the_server_started_runs_plainly(warm: DockerSandbox) -> None:
+    # The same interpreter, but a directory on its import path was installed into since the server
+    # started: the server's path cache cannot know the new module.
+    site = "$(python3 -c 'import site; print(site.getusersitepackages())')"
+    made = warm.exec(f"mkdir -p {site} && echo 'WHERE = \"user\"' > {site}/only_in_user_site.py && mkdir -p usertests && "
+                     "printf 'import only_in_user_site\\n\\n\\ndef test_it():\\n    assert only_in_user_site.WHERE\\n' "
+                     "> usertests/test_user.py")
+    assert made.ok, made.output
+    try:
+        served = warm.exec(f"{PLAIN} usertests")
+        plain = warm.exec(_plain(f"{PLAIN} usertests"))
+    finally:
+        warm.exec(f"rm -rf {site}/only_in_user_site.py usertests")
+    assert (served.exit_code, _same(served.output)) == (plain.exit_code, _same(plain.output)), served.output
