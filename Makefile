@@ -4,7 +4,7 @@ VENV    := .venv
 BIN     := $(VENV)/bin
 STAMP   := $(VENV)/.installed
 
-.PHONY: demo test bench system-deps docker-up install clean
+.PHONY: demo test bench system-deps test-deps docker-up install clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -22,6 +22,10 @@ install: $(STAMP)
 system-deps:
 	bash scripts/system_deps.sh
 
+# What only the tests need besides: Debian's chromium, the browser the report's test drives (`demo` does without).
+test-deps:
+	bash scripts/system_deps.sh test
+
 # Start a Docker Engine where none answers, and build the locally made base image (cached by tag).
 docker-up: system-deps
 	bash scripts/ensure_docker.sh
@@ -29,7 +33,7 @@ docker-up: system-deps
 demo: $(STAMP) system-deps
 	$(BIN)/dojo demo
 
-test: $(STAMP) docker-up
+test: $(STAMP) docker-up test-deps
 	$(BIN)/lint-imports
 	SWEDOJO_REQUIRE_DOCKER=1 $(BIN)/python -m pytest -q
 

@@ -3,11 +3,20 @@
 # libseccomp2 for its seccomp filter, util-linux for prlimit/setpriv/nsenter/unshare,
 # slirp4netns and iproute2 for its private network when the network is on; procps, gcc and
 # libc6-dev (a static escape probe) for the sandbox tests.
+# `system_deps.sh test` adds what only the tests need (`make test`): chromium, the browser the
+# report's test drives, so `make demo` stays lean.
 # Idempotent: installs only what is missing (one `apt-get update` at most). Elsewhere, or without
 # root, it prints what is missing and exits 0: the local backend then says what isolation it lacks.
 set -euo pipefail
 
 packages=(bubblewrap libseccomp2 util-linux slirp4netns iproute2 procps gcc libc6-dev)
+test_packages=(chromium fonts-dejavu-core)
+
+case "${1:-}" in
+    "") ;;
+    test) packages+=("${test_packages[@]}") ;;
+    *) echo "system_deps: unknown argument ${1}; usage: system_deps.sh [test]" >&2; exit 2 ;;
+esac
 
 have() { dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed"; }
 

@@ -281,6 +281,27 @@ def eval_command(
         raise typer.Exit(1)
 
 
+@app.command("report")
+def report_command(
+    run_dir: Path = typer.Argument(..., help="A `dojo eval` run directory."),
+    out: Path = typer.Option(None, help="Directory to write the report into (default RUN_DIR/report)."),
+) -> None:
+    """Write a static HTML report of a run: counts, resolved rate per repository, reward and tier
+    distributions, the instances (filterable by status), and each instance's patch, test log and
+    trajectory. Self-contained: it loads nothing from the network. Exits 2 on a path that is not a run."""
+    from swedojo.report import NoResultsError, NotARunDirError, write_report
+
+    try:
+        written = write_report(run_dir, out)
+    except (NotARunDirError, NoResultsError) as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
+        raise typer.Exit(2) from None
+    if not written.instances:
+        console.print(f"empty run: {escape(str(run_dir))} selected no instances; the report says so: {written.index}")
+        return
+    console.print(f"report of {written.instances} instance{'s' if written.instances != 1 else ''}: {written.index}")
+
+
 @app.command()
 def demo(out: Path = typer.Option(None, help="Run directory (default runs/demo-<timestamp>).")) -> None:
     """The pipeline on the embedded defaults: demo suite with gold and empty, the agent on a tiny model, RL export."""

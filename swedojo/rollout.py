@@ -103,7 +103,7 @@ class EnvironmentResolver(BaseModel):
 def _infra_result(instance: TaskInstance, policy: Policy, error: str, start: float) -> InstanceResult:
     report = RewardReport(instance_id=instance.instance_id, status=EvalStatus.INFRA_ERROR, error=error)
     return InstanceResult(
-        instance_id=instance.instance_id, policy=policy.name, status=EvalStatus.INFRA_ERROR, resolved=False,
+        instance_id=instance.instance_id, repo=instance.repo, policy=policy.name, status=EvalStatus.INFRA_ERROR, resolved=False,
         exit_status=ExitStatus.INFRA_ERROR, error=error, report=report, duration_s=time.monotonic() - start,
     )
 
@@ -170,7 +170,7 @@ def run_instance(
         except LaunchError:
             pass  # the first report stands, naming the missing module
     return InstanceResult(
-        instance_id=instance.instance_id, policy=policy.name, status=report.status, resolved=report.resolved,
+        instance_id=instance.instance_id, repo=instance.repo, policy=policy.name, status=report.status, resolved=report.resolved,
         exit_status=trajectory.exit_status, error=report.error, patch=trajectory.patch, report=report,
         duration_s=time.monotonic() - start,
     )

@@ -19,6 +19,8 @@ class InstanceResult(BaseModel):
 
     instance_id: str
     """Task id."""
+    repo: str = ""
+    """The task's repository (`owner/name`, URL or path); empty in results written before it was recorded."""
     policy: str
     """Policy that produced the patch."""
     status: EvalStatus

@@ -40,6 +40,7 @@ def test_gold_eval_isolates_each_bad_instance(tmp_path):
     rows = {r["instance_id"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
     assert rows["owner__calc-1"]["status"] == "resolved"
     assert rows["ghost__repo-1"]["status"] == "infra_error"
+    assert rows["owner__calc-1"]["repo"] == "owner/calc" and rows["ghost__repo-1"]["repo"] == "ghost/repo"
     assert "ghost/repo: no such repository" in rows["ghost__repo-1"]["error"]
     assert rows["owner__calc-2"]["status"] == "patch_failed"
     assert "does not apply" in rows["owner__calc-2"]["error"]
