@@ -113,11 +113,14 @@ def _print_summary(summary, out: Path, skipped: int = 0) -> None:
     for status, count in summary.counts.items():
         if count:
             table.add_row(status, str(count))
+    if summary.not_submitted:
+        table.add_row("not submitted", str(len(summary.not_submitted)))
     left_out = f"; {_records(skipped)} skipped" if skipped else ""
     table.add_row("[bold]resolved rate[/bold]", f"[bold]{summary.resolved}/{summary.total} ({summary.resolved_rate:.0%}{left_out})[/bold]")
     console.print(table)
     run_dir = RunDir(out)
-    console.print(f"results: {run_dir.results}  summary: {run_dir.summary}  preds: {run_dir.preds}")
+    console.print(f"results: {run_dir.results}  summary: {run_dir.summary}  preds: {run_dir.preds}  "
+                  f"SWE-bench reports: {run_dir.logs}/")
 
 
 def _resume_command(ctx: typer.Context, out: Path) -> str:
@@ -159,6 +162,8 @@ def eval_command(
     ctx: typer.Context,
     suite: str = typer.Option(..., help="A registered suite name (e.g. demo) or a .jsonl/.json/.parquet file."),
     policy: str = typer.Option("gold", help="gold, empty, model or replay."),
+    predictions: Path = typer.Option(None, help="Grade this SWE-bench predictions file (JSON list, JSON object by "
+                                     "instance id, or JSONL) instead of running a policy."),
     out: Path = typer.Option(None, help="Run directory (default runs/<timestamp>); an existing one is resumed."),
     backend: str = typer.Option("local", help=f"Sandbox backend: {', '.join(sandbox_backends())}."),
     mirror: Path = typer.Option(None, help="Directory of local repos as owner/name[.git], for offline use."),
@@ -176,13 +181,15 @@ def eval_command(
                                 "with RepoLaunch, cached (default: on, except for bundled suites, which need none)."),
     restart: bool = typer.Option(False, help="Set an existing run's results aside (to previous-<time>/) and start over."),
 ) -> None:
-    """Evaluate a policy on a bench suite: per-instance results, summary, sb-cli predictions.
+    """Evaluate a policy, or grade a predictions file, on a bench suite: per-instance results, summary,
+    sb-cli predictions, SWE-bench's reports.
 
-    An existing --out is resumed when it was made by the same suite, policy, model and rewards;
-    its infra_error instances are tried again."""
+    An existing --out is resumed when it was made by the same suite, policy (or predictions file),
+    model and rewards; its infra_error instances are tried again."""
     from swedojo import __version__
     from swedojo.agent.factory import make_policy
     from swedojo.datasets.io import SuiteFormatError, select_instances
+    from swedojo.datasets.predictions import load_predictions
     from swedojo.datasets.registry import SUITES, load_suite
     from swedojo.evaluate import (
         RunMismatchError,
@@ -190,6 +197,7 @@ def eval_command(
         evaluate,
         pending,
         suite_sha256,
+        to_grade,
     )
     from swedojo.rewards.compose import RewardConfig
     from swedojo.rollout import EnvironmentResolver
@@ -201,7 +209,13 @@ def eval_command(
         pooled = sandbox_backend(backend).pooled
         model_backend = _load_model(model, api_key_env) if policy == "model" and model else None
         agent = _agent_config(max_steps)
-        make_policy(policy, model_backend, trajectories, agent)
+        preds = load_predictions(predictions) if predictions else None
+        if preds:
+            if ctx.get_parameter_source("policy").name != "DEFAULT":
+                raise ValueError("--predictions grades the file's patches: leave out --policy")
+            policy = "predictions"
+        patches = preds.patches() if preds else None
+        make_policy(policy, model_backend, trajectories, agent, patches)
         loaded_suite = load_suite(suite, mirror)
         instances = select_instances(loaded_suite.loaded.instances, instance or [], slice_, limit)
     except (SuiteFormatError, ValueError) as exc:
@@ -211,14 +225,18 @@ def eval_command(
         console.print(f"[yellow]skipped record[/yellow] {err}")
     out = out or _default_run_dir()
     reward_config = RewardConfig() if rewards == "tiers" else None
-    manifest = RunManifest(suite=suite, suite_sha256=suite_sha256(instances), policy=policy, model=model or "",
+    manifest = RunManifest(suite=suite, suite_sha256=suite_sha256(instances), policy=policy,
+                           model=preds.fingerprint if preds else model or "",
                            rewards=reward_config.model_dump_json() if reward_config else "resolved", swedojo_version=__version__)
     try:
         claim(RunDir(out), manifest, restart)
     except RunMismatchError as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
-    todo = len(pending(instances, RunDir(out)))
+    if preds:
+        for note in preds.match([i.instance_id for i in instances]).notes():
+            console.print(f"[yellow]{escape(note)}[/yellow]")
+    todo = len(pending(to_grade(instances, preds), RunDir(out)))
     kept = f" ({len(instances) - todo} kept from the earlier run)" if todo < len(instances) else ""
     console.print(f"evaluating {todo} of {len(instances)} instances of {suite}{kept} with policy {policy} on the {backend} backend -> {out}")
 
@@ -253,8 +271,9 @@ def eval_command(
     resume = escape(_resume_command(ctx, out))
     try:
         with shown(console, progress), _first_interrupt_stops(stop):
-            summary = evaluate(instances, lambda: make_policy(policy, model_backend, trajectories, agent), resolver, out,
-                               suite, loaded_suite.loaded.errors, workers, show, reward_config, on_stage=staged, stop=stop)
+            summary = evaluate(instances, lambda: make_policy(policy, model_backend, trajectories, agent, patches), resolver,
+                               out, suite, loaded_suite.loaded.errors, workers, show, reward_config, on_stage=staged,
+                               stop=stop, predictions=preds)
     except KeyboardInterrupt:
         done = len(RunDir(out).read_results())
         console.print(f"[red]interrupted[/red]: {done} of {len(instances)} instances have results, the running ones "
@@ -267,7 +286,8 @@ def eval_command(
     skipped = len(loaded_suite.loaded.errors) if not instance else 0
     _print_summary(summary, out, skipped)
     if summary.not_started:
-        console.print(f"[yellow]stopped[/yellow]: {summary.total - summary.not_started} of {summary.total} instances done, "
+        graded = summary.total - len(summary.not_submitted)
+        console.print(f"[yellow]stopped[/yellow]: {graded - summary.not_started} of {graded} instances done, "
                       f"{summary.not_started} not started; resume with: {resume}")
         raise typer.Exit(130)
     infra = summary.counts.get("infra_error", 0)

@@ -1,7 +1,12 @@
 """`dojo eval`: run a policy over a suite into a run directory, resumable and error-isolated.
 
 Outputs (see `RunDir`): `run.json` (what produced the run; a resume must match it), `results.jsonl` (one `InstanceResult` per line, appended as each finishes,
-so a killed run resumes where it stopped), `summary.json`, `preds.json` (sb-cli format), `trajectories/`.
+so a killed run resumes where it stopped), `summary.json`, `preds.json` (sb-cli format), `trajectories/`, and
+SWE-bench's own files beside them: `logs/<instance_id>/` (report.json, test_output.txt, patch.diff) and
+the run report `<model>.<run_id>.json` (`rewards.swebench_reports`).
+
+With a predictions file (`dojo eval --predictions`), the instances it has a patch for are graded;
+the others are not submitted, as SWE-bench counts them: in the total, not resolved, not run.
 """
 
 from __future__ import annotations
@@ -18,8 +23,10 @@ from pydantic import BaseModel
 
 from swedojo.agent.base import Policy
 from swedojo.datasets.io import RecordError
+from swedojo.datasets.predictions import PredictionsFile
 from swedojo.progress import reporting
 from swedojo.rewards.compose import RewardConfig
+from swedojo.rewards.swebench_reports import run_report, write_instance_files
 from swedojo.rewards.tiers import BaselineCache
 from swedojo.rollout import EnvironmentResolver, run_instance
 from swedojo.rundir import InstanceResult, RunDir, RunManifest
@@ -34,7 +41,8 @@ class Summary(BaseModel):
     policy: str
     """Policy name."""
     total: int
-    """Instances selected for the run, from the suite's records that loaded (`record_errors` lists the others)."""
+    """Instances selected for the run, from the suite's records that loaded (`record_errors` lists the
+    others); with predictions, those without one too (`not_submitted`)."""
     resolved: int
     """Instances resolved."""
     resolved_rate: float
@@ -45,6 +53,12 @@ class Summary(BaseModel):
     """Suite records that could not be loaded, one line each."""
     not_started: int = 0
     """Instances without a result because the run was stopped before they started; a resume runs them."""
+    predictions: str = ""
+    """The predictions file graded (`--predictions`), with its content hash; empty for a policy's run."""
+    not_submitted: list[str] = []
+    """Instances of the run the predictions have no patch for: not graded, not resolved, in `total`."""
+    unmatched_predictions: list[str] = []
+    """Instance ids of predictions for no instance of the run (not in the suite, or not selected): not graded."""
 
 
 def suite_sha256(instances: list[TaskInstance]) -> str:
@@ -57,6 +71,14 @@ def suite_sha256(instances: list[TaskInstance]) -> str:
 
 class RunMismatchError(Exception):
     """The run directory holds results made by other inputs (suite, policy, model, rewards)."""
+
+
+def to_grade(instances: list[TaskInstance], predictions: PredictionsFile | None) -> list[TaskInstance]:
+    """The instances a run grades: all of them, or those the predictions have a patch for."""
+    if predictions is None:
+        return instances
+    submitted = set(predictions.match([i.instance_id for i in instances]).submitted)
+    return [i for i in instances if i.instance_id in submitted]
 
 
 def pending(instances: list[TaskInstance], run_dir: RunDir) -> list[TaskInstance]:
@@ -84,7 +106,9 @@ def claim(run_dir: RunDir, manifest: RunManifest, restart: bool = False) -> None
     if made and restart:
         aside = run_dir.root / f"previous-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
         aside.mkdir()
-        for path in (run_dir.manifest, run_dir.results, run_dir.summary, run_dir.preds, run_dir.trajectories):
+        reports = run_dir.root.glob(run_dir.swebench_report("*").name)
+        for path in (run_dir.manifest, run_dir.results, run_dir.summary, run_dir.preds, run_dir.trajectories,
+                     run_dir.logs, *reports):
             if path.exists():
                 path.rename(aside / path.name)
     run_dir.root.mkdir(parents=True, exist_ok=True)
@@ -103,6 +127,7 @@ def evaluate(
     rewards: RewardConfig | None = None,
     on_stage: Callable[[TaskInstance, str], None] | None = None,
     stop: threading.Event | None = None,
+    predictions: PredictionsFile | None = None,
 ) -> Summary:
     """Evaluate every instance without a result in `out/results.jsonl` (or with an infra_error one)
     and write the run's files; `claim` the directory first to have its inputs recorded and checked.
@@ -112,11 +137,14 @@ def evaluate(
     Once `stop` is set no further instance starts; those running finish, and the files are written
     over the results so far (`Summary.not_started` counts the rest). `on_stage` hears what each
     instance is doing as it changes (starting, the agent, grading, tier 3's suite runs, ...).
+    With `predictions`, only the instances it has a patch for are graded (`to_grade`); the policy
+    is the caller's (`predictions`, which submits them).
     """
     out.mkdir(parents=True, exist_ok=True)
     run_dir = RunDir(out)
     done = run_dir.read_results()
-    todo = pending(instances, run_dir)
+    graded = to_grade(instances, predictions)
+    todo = pending(graded, run_dir)
     lock = threading.Lock()
     policy_name = policy_factory().name
     baselines = BaselineCache(run_dir.baselines) if rewards else None
@@ -130,6 +158,7 @@ def evaluate(
         with reporting(said):
             result = run_instance(instance, resolver, policy_factory(), run_dir.trajectory(instance.instance_id), rewards,
                                   baselines)
+        write_instance_files(run_dir.instance_logs(result.instance_id), result)
         with lock:
             with run_dir.results.open("a", encoding="utf-8") as fh:
                 fh.write(result.model_dump_json() + "\n")
@@ -163,16 +192,24 @@ def evaluate(
     if failures:
         raise failures[0]
 
-    ordered = [done[i.instance_id] for i in instances if i.instance_id in done]
+    ordered = [done[i.instance_id] for i in graded if i.instance_id in done]
     counts = Counter(r.status.value for r in ordered)
     resolved = sum(r.resolved for r in ordered)
+    match = predictions.match([i.instance_id for i in instances]) if predictions else None
     summary = Summary(
         suite=suite_name, policy=policy_name, total=len(instances), resolved=resolved,
         resolved_rate=resolved / len(instances) if instances else 0.0,
         counts={s.value: counts.get(s.value, 0) for s in EvalStatus},
-        record_errors=[str(e) for e in record_errors or []], not_started=len(instances) - len(ordered),
+        record_errors=[str(e) for e in record_errors or []], not_started=len(graded) - len(ordered),
+        predictions=predictions.fingerprint if predictions else "",
+        not_submitted=match.not_submitted if match else [], unmatched_predictions=match.unmatched if match else [],
     )
     run_dir.summary.write_text(summary.model_dump_json(indent=2))
-    preds = [{"instance_id": r.instance_id, "model_name_or_path": policy_name, "model_patch": r.patch} for r in ordered]
+    model = {p.instance_id: p.model_name_or_path for p in predictions.predictions} if predictions else {}
+    preds = [{"instance_id": r.instance_id, "model_name_or_path": model.get(r.instance_id, policy_name),
+              "model_patch": r.patch} for r in ordered]
     run_dir.preds.write_text(json.dumps(preds, indent=1))
+    report = run_report(done, len(instances), [i.instance_id for i in graded], summary.not_submitted)
+    run_dir.swebench_report(predictions.model_name if predictions else policy_name).write_text(
+        report.model_dump_json(indent=4))
     return summary

@@ -102,6 +102,20 @@ class RunDir:
         """Environments launched for the run: an EnvSpec and a build log per (repo, setup commit)."""
         return self.root / "environments"
 
+    @property
+    def logs(self) -> Path:
+        """SWE-bench's per-instance files, `logs/<instance_id>/` (`rewards.swebench_reports`)."""
+        return self.root / "logs"
+
+    def instance_logs(self, instance_id: str) -> Path:
+        """SWE-bench's files for one instance: report.json, test_output.txt, patch.diff."""
+        return self.logs / instance_id
+
+    def swebench_report(self, model: str) -> Path:
+        """SWE-bench's run report, named as its harness names it: `<model>.<run_id>.json`, the run
+        id being the directory's name."""
+        return self.root / f"{model.replace('/', '__')}.{self.root.resolve().name}.json"
+
     def trajectory(self, instance_id: str) -> Path:
         """Where the trajectory of `instance_id` is saved."""
         return self.trajectories / f"{instance_id}.json"

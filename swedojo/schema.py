@@ -372,6 +372,10 @@ class RewardReport(BaseModel):
     """One-line reason for patch_failed or infra_error."""
     log_tail: str = ""
     """End of the test log, for a quick look."""
+    test_output: str = Field("", exclude=True)
+    """The grading test run's whole log in SWE-bench's `test_output.txt` layout (the command, the
+    log between its start and end markers, the exit code); never written with the report: `dojo
+    eval` keeps it as `logs/<instance_id>/test_output.txt`."""
     duration_s: float = 0.0
     """Wall time of grading."""
 

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from swedojo.agent.backends import ModelBackend
 from swedojo.agent.base import Policy
 from swedojo.agent.loop import AgentConfig, ModelPolicy
-from swedojo.agent.policies import EmptyPolicy, GoldPolicy, ReplayPolicy
+from swedojo.agent.policies import (
+    EmptyPolicy,
+    GoldPolicy,
+    PredictionPolicy,
+    ReplayPolicy,
+)
 
-POLICY_NAMES = ("gold", "empty", "model", "replay")
+POLICY_NAMES = ("gold", "empty", "model", "replay", "predictions")
 
 
 class UnknownPolicyError(ValueError):
@@ -17,8 +23,9 @@ class UnknownPolicyError(ValueError):
 
 
 def make_policy(name: str, model: ModelBackend | None = None, trajectories: Path | None = None,
-                agent: AgentConfig | None = None) -> Policy:
-    """Build a policy by name; `model` is the backend for `model`, `trajectories` a directory for `replay`."""
+                agent: AgentConfig | None = None, predictions: Mapping[str, str] | None = None) -> Policy:
+    """Build a policy by name; `model` is the backend for `model`, `trajectories` a directory for `replay`,
+    `predictions` the patches by instance id for `predictions`."""
     if name == "gold":
         return GoldPolicy()
     if name == "empty":
@@ -31,4 +38,8 @@ def make_policy(name: str, model: ModelBackend | None = None, trajectories: Path
         if trajectories is None:
             raise UnknownPolicyError("policy 'replay' needs --trajectories DIR (a run's trajectories/ directory)")
         return ReplayPolicy(trajectories)
+    if name == "predictions":
+        if predictions is None:
+            raise UnknownPolicyError("policy 'predictions' needs --predictions FILE (a SWE-bench predictions file)")
+        return PredictionPolicy(predictions)
     raise UnknownPolicyError(f"unknown policy {name!r}; choose one of {', '.join(POLICY_NAMES)}")

@@ -1,4 +1,5 @@
-"""Policies that need no model: `gold` and `empty` validate environments and graders, `replay` re-runs a trajectory.
+"""Policies that need no model: `gold` and `empty` validate environments and graders, `replay` re-runs a
+trajectory, `predictions` submits patches made elsewhere (a SWE-bench predictions file).
 
 The `model` policy is `loop.ModelPolicy`; `factory.make_policy` builds any of them by name.
 """
@@ -6,6 +7,7 @@ The `model` policy is `loop.ModelPolicy`; `factory.make_policy` builds any of th
 from __future__ import annotations
 
 import secrets
+from collections.abc import Mapping
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -112,6 +114,30 @@ class ReplayPolicy:
                 status = ExitStatus.SUBMITTED
                 break
         return _finish(trajectory, sandbox, status)
+
+
+class PredictionPolicy:
+    """Submits the patch another agent made for the instance, byte for byte, without touching the sandbox.
+
+    Grading applies it in a fresh sandbox as SWE-bench does (one that does not apply is
+    patch_failed); going through the tools would rewrite it as `git diff` prints it.
+    """
+
+    name = "predictions"
+
+    def __init__(self, patches: Mapping[str, str]) -> None:
+        self.patches = patches
+
+    def solve(self, instance: TaskInstance, sandbox: Sandbox, run: RunContext | None = None) -> Trajectory:
+        if instance.instance_id not in self.patches:
+            raise PredictionNotFoundError(f"{instance.instance_id}: the predictions hold no patch for it")
+        return Trajectory(instance_id=instance.instance_id, policy=self.name, group_id=run.group_id if run else "",
+                          patch=self.patches[instance.instance_id], exit_status=ExitStatus.SUBMITTED,
+                          finished_at=datetime.now(timezone.utc))
+
+
+class PredictionNotFoundError(KeyError):
+    """The predictions have no patch for this instance (the run should not have asked)."""
 
 
 class ReplayNotFoundError(FileNotFoundError):
