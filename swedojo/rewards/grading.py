@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 
-from swedojo.rewards.swebench_reports import test_output
+from swedojo.rewards.swebench_reports import swebench_log
 from swedojo.sandboxes import standins
 from swedojo.sandboxes.base import Sandbox, SandboxError
 from swedojo.sandboxes.environment import Environment
@@ -92,7 +92,7 @@ def grade_in_sandbox(sandbox: Sandbox, env: Environment, instance: TaskInstance,
         return report
     report.test_exit_code, report.test_duration_s = result.exit_code, result.duration_s
     report.log_tail = result.log[-2000:]
-    report.test_output = test_output(result, TEST_TIMEOUT_S)
+    report.test_output = swebench_log(result, TEST_TIMEOUT_S)
     provided = patch_files(instance.patch) + test_files
     report.missing_modules = missing_modules(result, sandbox, patch_files(candidate), provided)
     if why := environment_failure(result, env.spec, sandbox, patch_files(candidate), provided, tests,

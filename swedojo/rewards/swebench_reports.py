@@ -47,7 +47,7 @@ SCHEMA_VERSION = 2
 """The run report's `schema_version` as swebench 5.x writes it."""
 
 
-def test_output(run: SuiteRun, timeout_s: float) -> str:
+def swebench_log(run: SuiteRun, timeout_s: float) -> str:
     """`test_output.txt` for a grading run: a timed-out run has no end marker and says so last, as
     SWE-bench's own file does, so its grading reads it as a run that did not finish."""
     log = run.log if run.log.endswith("\n") or not run.log else run.log + "\n"
