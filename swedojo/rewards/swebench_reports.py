@@ -58,20 +58,15 @@ def swebench_log(run: SuiteRun, timeout_s: float) -> str:
     return text + (f"{TEST_EXIT_CODE}: {run.exit_code}\n" if run.exit_code is not None else "")
 
 
-def maintained(status: TestStatus | None) -> bool:
-    """Whether a PASS_TO_PASS test counts as kept; `passed` for FAIL_TO_PASS."""
-    return passed(status)
-
-
 def tests_status(report: RewardReport) -> dict[str, dict[str, list[str]]]:
     """SWE-bench's `tests_status` from our per-test statuses, tests left out of scoring in neither list."""
     left_out = report.needs_network.keys() | report.not_tests.keys()
 
-    def split(statuses: Mapping[str, TestStatus | None], counts: Any) -> dict[str, list[str]]:
+    def split(statuses: Mapping[str, TestStatus | None]) -> dict[str, list[str]]:
         scored = [(test, status) for test, status in statuses.items() if test not in left_out]
-        return {"success": [t for t, s in scored if counts(s)], "failure": [t for t, s in scored if not counts(s)]}
+        return {"success": [t for t, s in scored if passed(s)], "failure": [t for t, s in scored if not passed(s)]}
 
-    return {"FAIL_TO_PASS": split(report.fail_to_pass, passed), "PASS_TO_PASS": split(report.pass_to_pass, maintained),
+    return {"FAIL_TO_PASS": split(report.fail_to_pass), "PASS_TO_PASS": split(report.pass_to_pass),
             "FAIL_TO_FAIL": {"success": [], "failure": []}, "PASS_TO_FAIL": {"success": [], "failure": []}}
 
 

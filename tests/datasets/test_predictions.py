@@ -72,8 +72,8 @@ GOOD = RECORDS[0]
      "p.jsonl:3: duplicate instance_id 'o__r-1' (first at p.jsonl:1)"),
     ("p.json", json.dumps({"o__r-1": {**GOOD, "instance_id": "o__r-9"}}),
      "p.json entry 'o__r-1': its instance_id 'o__r-9' is not its key"),
-    ("p.json", '{"o__r-1": {"model_patch": "", "model_name_or_path": "m"}, "o__r-1": {"model_patch": "", '
-               '"model_name_or_path": "m"}}', "p.json: duplicate key 'o__r-1' in one object"),
+    ("p.json", ('{"o__r-1": {"model_patch": "", "model_name_or_path": "m"}, '
+                '"o__r-1": {"model_patch": "", "model_name_or_path": "m"}}'), "p.json: duplicate key 'o__r-1' in one object"),
 ])
 def test_a_malformed_file_is_one_precise_line(tmp_path, monkeypatch, name, text, message):
     monkeypatch.chdir(tmp_path)
