@@ -110,6 +110,11 @@ def test_a_resume_with_other_inputs_is_refused_and_restart_sets_the_old_run_asid
     assert json.loads((out / "summary.json").read_text())["resolved"] == 1
     (previous,) = out.glob("previous-*")
     assert {json.loads(line)["policy"] for line in (previous / "results.jsonl").read_text().splitlines()} == {"empty"}
+    # SWE-bench's files went aside with the rest: the run report named after the policy, the per-instance logs
+    assert (previous / "empty.run.json").is_file() and not (out / "empty.run.json").exists()
+    assert json.loads((out / "gold.run.json").read_text())["resolved_ids"] == ["owner__calc-1"]
+    assert sorted(p.name for p in (previous / "logs").iterdir()) == ["ghost__repo-1", "owner__calc-1", "owner__calc-2"]
+    assert not (out / "logs" / "ghost__repo-1" / "report.json").exists()  # an infra_error: SWE-bench writes none
 
 
 def test_an_infra_error_is_tried_again_once_its_cause_is_fixed(tmp_path):
