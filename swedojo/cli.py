@@ -175,6 +175,8 @@ def eval_command(
     launch: bool = typer.Option(None, "--launch/--no-launch", help="Build each (repo, setup commit)'s environment "
                                 "with RepoLaunch, cached (default: on, except for bundled suites, which need none)."),
     restart: bool = typer.Option(False, help="Set an existing run's results aside (to previous-<time>/) and start over."),
+    instance_timeout: float = typer.Option(None, min=1, help="Wall-clock budget per instance in seconds, agent "
+                                           "and grading together; past it the instance is timed_out."),
 ) -> None:
     """Evaluate a policy on a bench suite: per-instance results, summary, sb-cli predictions.
 
@@ -193,7 +195,7 @@ def eval_command(
     )
     from swedojo.rewards.compose import RewardConfig
     from swedojo.rollout import EnvironmentResolver
-    from swedojo.rundir import RunManifest
+    from swedojo.rundir import RunInUseError, RunManifest
 
     try:
         if rewards not in ("tiers", "resolved"):
@@ -215,7 +217,7 @@ def eval_command(
                            rewards=reward_config.model_dump_json() if reward_config else "resolved", swedojo_version=__version__)
     try:
         claim(RunDir(out), manifest, restart)
-    except RunMismatchError as exc:
+    except (RunMismatchError, RunInUseError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
     todo = len(pending(instances, RunDir(out)))
@@ -254,7 +256,8 @@ def eval_command(
     try:
         with shown(console, progress), _first_interrupt_stops(stop):
             summary = evaluate(instances, lambda: make_policy(policy, model_backend, trajectories, agent), resolver, out,
-                               suite, loaded_suite.loaded.errors, workers, show, reward_config, on_stage=staged, stop=stop)
+                               suite, loaded_suite.loaded.errors, workers, show, reward_config, on_stage=staged, stop=stop,
+                               instance_timeout_s=instance_timeout)
     except KeyboardInterrupt:
         done = len(RunDir(out).read_results())
         console.print(f"[red]interrupted[/red]: {done} of {len(instances)} instances have results, the running ones "
