@@ -67,7 +67,7 @@ from swedojo.repolaunch.recipe import (
     toolchain_env,
     unsupported,
 )
-from swedojo.sandboxes.docker import SANDBOX_USER, api
+from swedojo.sandboxes.docker import SANDBOX_USER, api, owner_labels
 from swedojo.schema import EnvSpec
 
 ENV_ROOT = "/opt/swedojo/env"
@@ -454,7 +454,7 @@ def build_images(spec: EnvSpec, checkout: Path, log: BuildLog, lock_dir: Path, n
 
 def read_file(tag: str, path: str) -> bytes:
     """A file of an image, without starting a container."""
-    container = api().create_container(tag, command=["true"])["Id"]
+    container = api().create_container(tag, command=["true"], labels=owner_labels())["Id"]  # a kill leaves it to prune
     try:
         stream, _ = api().get_archive(container, path)
         with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:

@@ -205,7 +205,7 @@ def prune_command(
         False, "--all", help="Remove every labelled container, not only orphans."
     ),
 ) -> None:
-    """Remove leftover sandbox containers (whose owning process is gone)."""
+    """Remove leftover sandbox containers (whose owning process is gone; every docker run does this as it starts)."""
     from swedojo.sandboxes.docker import prune
 
     try:
