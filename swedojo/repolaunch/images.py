@@ -68,6 +68,7 @@ from swedojo.repolaunch.recipe import (
     unsupported,
 )
 from swedojo.sandboxes.docker import SANDBOX_USER, api, owner_labels
+from swedojo.sandboxes.image_use import record_use
 from swedojo.schema import EnvSpec
 
 ENV_ROOT = "/opt/swedojo/env"
@@ -432,6 +433,7 @@ def build_images(spec: EnvSpec, checkout: Path, log: BuildLog, lock_dir: Path, n
     replaced: list[str] = []
     for name in LAYERS[1:]:
         tag = spec.layers[name]
+        record_use(tag)  # found or built, it is in use (`dojo sandbox prune --unused-days`)
         with locked(lock_dir / f"{tag.replace('/', '_').replace(':', '_')}.lock"):
             old = image_id(tag)
             if old and not nocache:

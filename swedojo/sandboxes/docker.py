@@ -51,6 +51,7 @@ from swedojo.sandboxes.base import (
     SandboxConfig,
     SandboxError,
 )
+from swedojo.sandboxes.image_use import record_use
 from swedojo.sandboxes.owners import gone, reap_once, this_process
 from swedojo.sandboxes.seccomp import render_docker_profile
 from swedojo.sandboxes.terminal import SHELL_ARGV, SHELL_ENV, PersistentTerminal
@@ -436,6 +437,7 @@ class Container:
         self._requests = 0
         client = api()
         _install_cleanup_hooks()
+        record_use(image)  # for `dojo sandbox prune --unused-days`
         tmpfs_opts = f"rw,nosuid,nodev,size={config.disk_mb}m"
         served = config.standins and not config.network
         host_config = client.create_host_config(
