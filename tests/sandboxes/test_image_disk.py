@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import docker.errors
 import pytest
 
 from swedojo.sandboxes.image_use import index_path
@@ -57,10 +59,8 @@ def test_a_container_stamps_its_image_and_idle_layers_go_but_not_under_one_in_us
         assert api().inspect_image(BASE)  # never among the layers pruned
     finally:
         for tag in (upper, lower):
-            try:
+            with contextlib.suppress(docker.errors.ImageNotFound):  # pruned by the test
                 api().remove_image(tag)
-            except Exception:  # noqa: BLE001 (already gone)
-                pass
 
 
 def test_the_commands_report_and_prune(tmp_path: Path, monkeypatch) -> None:
