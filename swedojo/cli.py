@@ -6,7 +6,6 @@ import json
 import shlex
 import signal
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -19,7 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from swedojo.datasets.gen.cli import gen_command
-from swedojo.progress import reporting, shown
+from swedojo.progress import RunProgress, reporting, shown
 from swedojo.repolaunch.cli import launch_command
 from swedojo.rewards.cli import export_command, mismatch_command
 from swedojo.rundir import IssueRunDir, RunDir
@@ -224,24 +223,13 @@ def eval_command(
     kept = f" ({len(instances) - todo} kept from the earlier run)" if todo < len(instances) else ""
     console.print(f"evaluating {todo} of {len(instances)} instances of {suite}{kept} with policy {policy} on the {backend} backend -> {out}")
 
-    running: dict[str, tuple[float, str]] = {}
-    """Instance id -> (when it started, what it is doing now)."""
-    finished: list[str] = []
-
-    def staged(instance, what: str) -> None:
-        running[instance.instance_id] = (running.get(instance.instance_id, (time.monotonic(), ""))[0], what)
+    board = RunProgress(todo)
 
     def show(result) -> None:
-        running.pop(result.instance_id, None)
-        finished.append(result.instance_id)
+        board.finish(result.instance_id, result.status)
         mark = "[green]resolved[/green]" if result.resolved else f"[red]{result.status.value}[/red]"
         why = f"  {result.error}" if result.error else ""
         console.print(f"  {result.instance_id}: {mark} ({result.duration_s:.1f}s){why}")
-
-    def progress() -> str:
-        now = time.monotonic()
-        busy = ", ".join(f"{i} ({now - t:.0f}s: {what})" for i, (t, what) in list(running.items())) or "nothing yet"
-        return f"{len(finished)} of {todo} done; running {busy}"
 
     launching = launch if launch is not None else suite not in SUITES
     warm = None
@@ -254,9 +242,10 @@ def eval_command(
     stop = threading.Event()
     resume = escape(_resume_command(ctx, out))
     try:
-        with shown(console, progress), _first_interrupt_stops(stop):
+        with shown(console, board.describe, board), _first_interrupt_stops(stop):
             summary = evaluate(instances, lambda: make_policy(policy, model_backend, trajectories, agent), resolver, out,
-                               suite, loaded_suite.loaded.errors, workers, show, reward_config, on_stage=staged, stop=stop,
+                               suite, loaded_suite.loaded.errors, workers, show, reward_config,
+                               on_stage=lambda instance, what: board.stage(instance.instance_id, what), stop=stop,
                                instance_timeout_s=instance_timeout)
     except KeyboardInterrupt:
         done = len(RunDir(out).read_results())
