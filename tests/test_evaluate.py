@@ -3,6 +3,7 @@
 import json
 import os
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -203,6 +204,9 @@ def test_an_instance_over_its_budget_is_timed_out_and_its_sandboxes_are_stopped(
     summary = json.loads((out / "summary.json").read_text())
     assert summary["counts"]["timed_out"] == 1 and summary["counts"]["infra_error"] == 0 and summary["resolved"] == 1
     assert "owner__calc-slow: timed_out" in result.output
+    deadline = time.monotonic() + 60  # a liveness bound for the SIGKILLs sent, not a speed check
+    while _running(sleep) and time.monotonic() < deadline:
+        time.sleep(0.05)
     assert _running(sleep) == []  # the test run in the stopped sandbox went with it
     if backend == "docker":
         from swedojo.sandboxes.docker import OWNER_PID_LABEL, api
