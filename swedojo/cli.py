@@ -6,7 +6,6 @@ import json
 import shlex
 import signal
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
@@ -19,7 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from swedojo.datasets.gen.cli import gen_command
-from swedojo.progress import reporting, shown
+from swedojo.progress import RunProgress, reporting, shown
 from swedojo.repolaunch.cli import launch_command
 from swedojo.rewards.cli import export_command, mismatch_command
 from swedojo.rundir import IssueRunDir, RunDir
@@ -180,6 +179,8 @@ def eval_command(
     launch: bool = typer.Option(None, "--launch/--no-launch", help="Build each (repo, setup commit)'s environment "
                                 "with RepoLaunch, cached (default: on, except for bundled suites, which need none)."),
     restart: bool = typer.Option(False, help="Set an existing run's results aside (to previous-<time>/) and start over."),
+    instance_timeout: float = typer.Option(None, min=1, help="Wall-clock budget per instance in seconds, agent "
+                                           "and grading together; past it the instance is timed_out."),
 ) -> None:
     """Evaluate a policy, or grade a predictions file, on a bench suite: per-instance results, summary,
     sb-cli predictions, SWE-bench's reports.
@@ -201,7 +202,7 @@ def eval_command(
     )
     from swedojo.rewards.compose import RewardConfig
     from swedojo.rollout import EnvironmentResolver
-    from swedojo.rundir import RunManifest
+    from swedojo.rundir import RunInUseError, RunManifest
 
     try:
         if rewards not in ("tiers", "resolved"):
@@ -230,7 +231,7 @@ def eval_command(
                            rewards=reward_config.model_dump_json() if reward_config else "resolved", swedojo_version=__version__)
     try:
         claim(RunDir(out), manifest, restart)
-    except RunMismatchError as exc:
+    except (RunMismatchError, RunInUseError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
     if preds:
@@ -240,24 +241,13 @@ def eval_command(
     kept = f" ({len(instances) - todo} kept from the earlier run)" if todo < len(instances) else ""
     console.print(f"evaluating {todo} of {len(instances)} instances of {suite}{kept} with policy {policy} on the {backend} backend -> {out}")
 
-    running: dict[str, tuple[float, str]] = {}
-    """Instance id -> (when it started, what it is doing now)."""
-    finished: list[str] = []
-
-    def staged(instance, what: str) -> None:
-        running[instance.instance_id] = (running.get(instance.instance_id, (time.monotonic(), ""))[0], what)
+    board = RunProgress(todo)
 
     def show(result) -> None:
-        running.pop(result.instance_id, None)
-        finished.append(result.instance_id)
+        board.finish(result.instance_id, result.status)
         mark = "[green]resolved[/green]" if result.resolved else f"[red]{result.status.value}[/red]"
         why = f"  {result.error}" if result.error else ""
         console.print(f"  {result.instance_id}: {mark} ({result.duration_s:.1f}s){why}")
-
-    def progress() -> str:
-        now = time.monotonic()
-        busy = ", ".join(f"{i} ({now - t:.0f}s: {what})" for i, (t, what) in list(running.items())) or "nothing yet"
-        return f"{len(finished)} of {todo} done; running {busy}"
 
     launching = launch if launch is not None else suite not in SUITES
     warm = None
@@ -270,10 +260,11 @@ def eval_command(
     stop = threading.Event()
     resume = escape(_resume_command(ctx, out))
     try:
-        with shown(console, progress), _first_interrupt_stops(stop):
+        with shown(console, board.describe, board), _first_interrupt_stops(stop):
             summary = evaluate(instances, lambda: make_policy(policy, model_backend, trajectories, agent, patches), resolver,
-                               out, suite, loaded_suite.loaded.errors, workers, show, reward_config, on_stage=staged,
-                               stop=stop, predictions=preds)
+                               out, suite, loaded_suite.loaded.errors, workers, show, reward_config,
+                               on_stage=lambda instance, what: board.stage(instance.instance_id, what), stop=stop,
+                               predictions=preds, instance_timeout_s=instance_timeout)
     except KeyboardInterrupt:
         done = len(RunDir(out).read_results())
         console.print(f"[red]interrupted[/red]: {done} of {len(instances)} instances have results, the running ones "

@@ -1,7 +1,7 @@
 """`dojo eval`: run a policy over a suite into a run directory, resumable and error-isolated.
 
 Outputs (see `RunDir`): `run.json` (what produced the run; a resume must match it), `results.jsonl` (one `InstanceResult` per line, appended as each finishes,
-so a killed run resumes where it stopped), `summary.json`, `preds.json` (sb-cli format), `trajectories/`, and
+so a killed run resumes where it stopped; one line per instance once a run ends), `summary.json`, `preds.json` (sb-cli format), `trajectories/`, and
 SWE-bench's own files beside them: `logs/<instance_id>/` (report.json, test_output.txt, patch.diff) and
 the run report `<model>.<run_id>.json` (`rewards.swebench_reports`).
 
@@ -11,15 +11,17 @@ the others are not submitted, as SWE-bench counts them: in the total, not resolv
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import json
 import threading
+import time
 from collections import Counter
+from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
-from typing import Callable
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from swedojo.agent.base import Policy
 from swedojo.datasets.io import RecordError
@@ -29,8 +31,15 @@ from swedojo.rewards.compose import RewardConfig
 from swedojo.rewards.swebench_reports import run_report, write_instance_files
 from swedojo.rewards.tiers import BaselineCache
 from swedojo.rollout import EnvironmentResolver, run_instance
-from swedojo.rundir import InstanceResult, RunDir, RunManifest
-from swedojo.schema import EvalStatus, TaskInstance
+from swedojo.rundir import InstanceResult, RunDir, RunManifest, write_atomic
+from swedojo.sandboxes.scope import SandboxScope, scoped
+from swedojo.schema import (
+    EvalStatus,
+    ExitStatus,
+    RewardReport,
+    TaskInstance,
+    Trajectory,
+)
 
 
 class Summary(BaseModel):
@@ -81,19 +90,25 @@ def to_grade(instances: list[TaskInstance], predictions: PredictionsFile | None)
     return [i for i in instances if i.instance_id in submitted]
 
 
-def pending(instances: list[TaskInstance], run_dir: RunDir) -> list[TaskInstance]:
-    """The instances a (resumed) run still has to evaluate: those without a result, and those whose
-    result is an infra_error (the harness failed, so it is tried again)."""
-    done = run_dir.read_results()
+def _pending(instances: list[TaskInstance], done: dict[str, InstanceResult]) -> list[TaskInstance]:
     return [i for i in instances if i.instance_id not in done or done[i.instance_id].status == EvalStatus.INFRA_ERROR]
 
 
+def pending(instances: list[TaskInstance], run_dir: RunDir) -> list[TaskInstance]:
+    """The instances a (resumed) run still has to evaluate: those without a result, and those whose
+    result is an infra_error (the harness failed, so it is tried again). A timed_out one is kept."""
+    return _pending(instances, run_dir.read_results())
+
+
 def claim(run_dir: RunDir, manifest: RunManifest, restart: bool = False) -> None:
-    """Make `run_dir` this run's: write its manifest, or check that a resumed run has the same inputs.
+    """Make `run_dir` this run's: take its lock (RunInUseError while another live run has it), write
+    its manifest, or check that a resumed run has the same inputs. The lock is held until
+    `evaluate` ends (or the process does: a killed run lets go of it).
 
     `restart`: an earlier run's files are moved to `previous-<time>/` first (nothing is deleted;
     the content-hashed baselines and environments stay, they hold for any inputs).
     """
+    run_dir.hold()
     made = run_dir.results.is_file() or run_dir.manifest.is_file()
     if made and not restart:
         if not run_dir.manifest.is_file():
@@ -107,12 +122,83 @@ def claim(run_dir: RunDir, manifest: RunManifest, restart: bool = False) -> None
         aside = run_dir.root / f"previous-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
         aside.mkdir()
         reports = run_dir.root.glob(run_dir.swebench_report("*").name)
-        for path in (run_dir.manifest, run_dir.results, run_dir.summary, run_dir.preds, run_dir.trajectories,
-                     run_dir.logs, *reports):
+        # The manifest last: a restart killed half way leaves a directory that the same command sets aside again.
+        for path in (run_dir.results, run_dir.summary, run_dir.preds, run_dir.trajectories, run_dir.logs, *reports,
+                     run_dir.manifest):
             if path.exists():
                 path.rename(aside / path.name)
-    run_dir.root.mkdir(parents=True, exist_ok=True)
-    run_dir.manifest.write_text(manifest.model_dump_json(indent=1))
+    write_atomic(run_dir.manifest, manifest.model_dump_json(indent=1))
+
+
+TIMEOUT_GRACE_S = 30.0
+"""How long an instance whose budget ran out has to return once its sandboxes are stopped; after
+that its thread is left behind (its scope refuses any new sandbox) and its result is written."""
+
+
+def _timed_out(instance: TaskInstance, policy: Policy, trajectory_file: Path | None, budget_s: float,
+               elapsed: float) -> InstanceResult:
+    """The result of an instance whose budget ran out: the patch and exit status of its trajectory as
+    last saved (`limit_time` while the agent was still at work)."""
+    trajectory = None
+    if trajectory_file is not None and trajectory_file.is_file():
+        try:
+            trajectory = Trajectory.model_validate_json(trajectory_file.read_text(encoding="utf-8"))
+        except ValidationError:
+            trajectory = None
+    exit_status = trajectory.exit_status if trajectory is not None else ExitStatus.RUNNING
+    error = f"over its {budget_s:g} s budget (--instance-timeout, agent and grading): its sandboxes were stopped"
+    return InstanceResult(
+        instance_id=instance.instance_id, repo=instance.repo, policy=policy.name, status=EvalStatus.TIMED_OUT,
+        resolved=False,
+        exit_status=ExitStatus.LIMIT_TIME if exit_status == ExitStatus.RUNNING else exit_status, error=error,
+        patch=trajectory.patch if trajectory is not None else "",
+        report=RewardReport(instance_id=instance.instance_id, status=EvalStatus.TIMED_OUT, error=error),
+        duration_s=elapsed,
+    )
+
+
+def evaluate_instance(
+    instance: TaskInstance,
+    resolver: EnvironmentResolver,
+    policy: Policy,
+    trajectory_file: Path | None = None,
+    rewards: RewardConfig | None = None,
+    baselines: BaselineCache | None = None,
+    budget_s: float | None = None,
+    on_stage: Callable[[str], None] | None = None,
+) -> InstanceResult:
+    """One instance's unit of work, whatever runs it (this module's threads, or a remote executor):
+    `run_instance` within `budget_s` seconds of wall clock (None: unbounded). `on_stage` hears what
+    it is doing (`progress.stage`).
+
+    With a budget the instance runs in a thread of its own and its sandboxes in a `SandboxScope`:
+    when the budget runs out they are stopped and the result is `timed_out`.
+    """
+    scope = SandboxScope()
+    outcome: list[InstanceResult | BaseException] = []
+
+    def run() -> None:
+        try:
+            with scoped(scope), reporting(on_stage or (lambda what: None)):
+                outcome.append(run_instance(instance, resolver, policy, trajectory_file, rewards, baselines))
+        except BaseException as exc:  # noqa: BLE001 (raised again in the caller's thread)
+            outcome.append(exc)
+
+    if budget_s is None:
+        run()
+    else:
+        start = time.monotonic()
+        thread = threading.Thread(target=contextvars.copy_context().run, args=(run,), daemon=True,
+                                  name=f"swedojo-instance-{instance.instance_id}")
+        thread.start()
+        thread.join(budget_s)
+        if not outcome:
+            scope.close(f"{instance.instance_id} ran out of its {budget_s:g} s budget")
+            thread.join(TIMEOUT_GRACE_S)
+            return _timed_out(instance, policy, trajectory_file, budget_s, time.monotonic() - start)
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return outcome[0]
 
 
 def evaluate(
@@ -128,6 +214,7 @@ def evaluate(
     on_stage: Callable[[TaskInstance, str], None] | None = None,
     stop: threading.Event | None = None,
     predictions: PredictionsFile | None = None,
+    instance_timeout_s: float | None = None,
 ) -> Summary:
     """Evaluate every instance without a result in `out/results.jsonl` (or with an infra_error one)
     and write the run's files; `claim` the directory first to have its inputs recorded and checked.
@@ -138,13 +225,41 @@ def evaluate(
     over the results so far (`Summary.not_started` counts the rest). `on_stage` hears what each
     instance is doing as it changes (starting, the agent, grading, tier 3's suite runs, ...).
     With `predictions`, only the instances it has a patch for are graded (`to_grade`); the policy
-    is the caller's (`predictions`, which submits them).
+    is the caller's (`predictions`, which submits them). `instance_timeout_s`: each instance's
+    wall-clock budget (see `evaluate_instance`).
+
+    Killed at any moment, the same call again ends with every instance once in `results.jsonl`:
+    the directory is locked against a second live run, results are appended whole (a line cut by
+    the kill is dropped) and the file is compacted to one line per instance.
     """
     out.mkdir(parents=True, exist_ok=True)
     run_dir = RunDir(out)
-    done = run_dir.read_results()
+    run_dir.hold()
+    try:
+        return _evaluate(instances, policy_factory, resolver, run_dir, suite_name, record_errors, workers, on_result,
+                         rewards, on_stage, stop, instance_timeout_s, predictions)
+    finally:
+        run_dir.release()
+
+
+def _evaluate(
+    instances: list[TaskInstance],
+    policy_factory: Callable[[], Policy],
+    resolver: EnvironmentResolver,
+    run_dir: RunDir,
+    suite_name: str,
+    record_errors: list[RecordError] | None,
+    workers: int,
+    on_result: Callable[[InstanceResult], None] | None,
+    rewards: RewardConfig | None,
+    on_stage: Callable[[TaskInstance, str], None] | None,
+    stop: threading.Event | None,
+    instance_timeout_s: float | None,
+    predictions: PredictionsFile | None,
+) -> Summary:
+    done = run_dir.compact_results()
     graded = to_grade(instances, predictions)
-    todo = pending(graded, run_dir)
+    todo = _pending(graded, done)
     lock = threading.Lock()
     policy_name = policy_factory().name
     baselines = BaselineCache(run_dir.baselines) if rewards else None
@@ -155,13 +270,11 @@ def evaluate(
                 on_stage(instance, what)
 
         said("starting")
-        with reporting(said):
-            result = run_instance(instance, resolver, policy_factory(), run_dir.trajectory(instance.instance_id), rewards,
-                                  baselines)
+        result = evaluate_instance(instance, resolver, policy_factory(), run_dir.trajectory(instance.instance_id),
+                                   rewards, baselines, instance_timeout_s, said)
         write_instance_files(run_dir.instance_logs(result.instance_id), result)
         with lock:
-            with run_dir.results.open("a", encoding="utf-8") as fh:
-                fh.write(result.model_dump_json() + "\n")
+            run_dir.append_result(result)
             done[result.instance_id] = result
             if on_result:
                 on_result(result)
@@ -191,6 +304,7 @@ def evaluate(
         thread.join()
     if failures:
         raise failures[0]
+    run_dir.compact_results()  # a retried infra_error's earlier line goes
 
     ordered = [done[i.instance_id] for i in graded if i.instance_id in done]
     counts = Counter(r.status.value for r in ordered)
@@ -204,12 +318,12 @@ def evaluate(
         predictions=predictions.fingerprint if predictions else "",
         not_submitted=match.not_submitted if match else [], unmatched_predictions=match.unmatched if match else [],
     )
-    run_dir.summary.write_text(summary.model_dump_json(indent=2))
+    write_atomic(run_dir.summary, summary.model_dump_json(indent=2))
     model = {p.instance_id: p.model_name_or_path for p in predictions.predictions} if predictions else {}
     preds = [{"instance_id": r.instance_id, "model_name_or_path": model.get(r.instance_id, policy_name),
               "model_patch": r.patch} for r in ordered]
-    run_dir.preds.write_text(json.dumps(preds, indent=1))
+    write_atomic(run_dir.preds, json.dumps(preds, indent=1))
     report = run_report(done, len(instances), [i.instance_id for i in graded], summary.not_submitted)
-    run_dir.swebench_report(predictions.model_name if predictions else policy_name).write_text(
-        report.model_dump_json(indent=4))
+    write_atomic(run_dir.swebench_report(predictions.model_name if predictions else policy_name),
+                 report.model_dump_json(indent=4))
     return summary

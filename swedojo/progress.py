@@ -18,9 +18,21 @@ from contextvars import ContextVar
 from datetime import datetime
 from types import TracebackType
 
-from rich.console import Console, RenderableType
+from rich.console import Console, Group, RenderableType
 from rich.live import Live
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.spinner import Spinner
+from rich.table import Table
+from rich.text import Text
+
+from swedojo.schema import EvalStatus
 
 
 def _elapsed(seconds: float) -> str:
@@ -69,6 +81,69 @@ class _Spinning:
     def __rich__(self) -> Spinner:
         self.spinner.update(text=f"{_elapsed(time.monotonic() - self.started)}  {_said(self.describe)}")
         return self.spinner
+
+
+class RunProgress:
+    """The progress of a run over many instances: done of total, resolved and errors so far, the
+    ETA, and what each running instance is doing. `describe()` says it in one line (piped output);
+    as a rich renderable it is a bar with those counts and a line per running instance."""
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.done = 0
+        self.counts: dict[str, int] = {}
+        """Finished instances per EvalStatus value."""
+        self.running: dict[str, tuple[float, str]] = {}
+        """Instance id -> (when it started, what it is doing now)."""
+        self._started = time.monotonic()
+        self._lock = threading.Lock()
+        self._bar = Progress(SpinnerColumn(), TextColumn("evaluating"), BarColumn(), MofNCompleteColumn(),
+                             TextColumn("{task.fields[tally]}"), TimeElapsedColumn(), TextColumn("{task.fields[eta]}"))
+        self._task = self._bar.add_task("evaluating", total=total, tally="", eta="")
+
+    def stage(self, instance_id: str, what: str) -> None:
+        """`instance_id` does `what` now (the first call starts its clock)."""
+        with self._lock:
+            self.running[instance_id] = (self.running.get(instance_id, (time.monotonic(), ""))[0], what)
+
+    def finish(self, instance_id: str, status: EvalStatus) -> None:
+        with self._lock:
+            self.running.pop(instance_id, None)
+            self.done += 1
+            self.counts[status.value] = self.counts.get(status.value, 0) + 1
+
+    def eta_s(self) -> float | None:
+        """Seconds left at the mean pace so far; None before the first instance finished."""
+        if not self.done:
+            return None
+        return (time.monotonic() - self._started) / self.done * (self.total - self.done)
+
+    def tally(self) -> str:
+        """`N resolved, N errors[, N timed out]`; errors: infra_error, the harness's failures."""
+        resolved, errors = self.counts.get(EvalStatus.RESOLVED.value, 0), self.counts.get(EvalStatus.INFRA_ERROR.value, 0)
+        timed_out = self.counts.get(EvalStatus.TIMED_OUT.value, 0)
+        return (f"{resolved} resolved, {errors} error{'s' if errors != 1 else ''}"
+                + (f", {timed_out} timed out" if timed_out else ""))
+
+    def describe(self) -> str:
+        """`D of T done (tally), ETA 1m05s; running ID (12s: stage), ...`: the line a piped run prints."""
+        now = time.monotonic()
+        with self._lock:
+            busy = ", ".join(f"{i} ({now - t:.0f}s: {what})" for i, (t, what) in self.running.items()) or "nothing"
+        eta = self.eta_s()
+        counts = f" ({self.tally()}), ETA {_elapsed(eta)}" if eta is not None else ""
+        return f"{self.done} of {self.total} done{counts}; running {busy}"
+
+    def __rich__(self) -> Group:
+        eta = self.eta_s()
+        self._bar.update(self._task, completed=self.done, tally=self.tally(),
+                         eta=f"ETA {_elapsed(eta)}" if eta is not None else "ETA -")
+        now = time.monotonic()
+        workers = Table.grid(padding=(0, 2))
+        with self._lock:
+            for instance_id, (started, what) in self.running.items():
+                workers.add_row(Text(f"  {instance_id}"), Text(_elapsed(now - started), style="dim"), Text(what))
+        return Group(self._bar, workers)
 
 
 @contextmanager

@@ -6,6 +6,10 @@ One definition for the stages that write a run (rollout, evaluate) and those tha
 
 from __future__ import annotations
 
+import fcntl
+import os
+import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -59,6 +63,31 @@ class RunManifest(BaseModel):
         """The inputs in which `other` differs from this one, as `field: this -> other`."""
         fields = ("suite", "suite_sha256", "policy", "model", "rewards")
         return [f"{f}: {getattr(self, f)!r} -> {getattr(other, f)!r}" for f in fields if getattr(self, f) != getattr(other, f)]
+
+
+PAUSE_MID_RESULT = "SWEDOJO_PAUSE_MID_RESULT"
+"""Fault-injection point for the kill tests: when this variable names a file, appending a result
+writes the first half of its line, creates that file and sleeps, so that a test can kill the
+process in the middle of a write at a known moment."""
+
+
+class RunInUseError(Exception):
+    """Another live process holds the run directory (a second `dojo eval` on the same --out)."""
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Write `path` whole or not at all (temp file, fsync, rename): a kill never leaves half of it."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with tmp.open("w", encoding="utf-8") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, path)
+
+
+_held: dict[Path, int] = {}
+"""Run directories this process holds the lock of -> the lock file's descriptor."""
+_held_lock = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -128,6 +157,11 @@ class RunDir:
         """Default output of `dojo export --format fmt`."""
         return self.root / f"{fmt}.jsonl"
 
+    @property
+    def lock_file(self) -> Path:
+        """Held (flock) by the process that runs in the directory; the kernel lets go when it dies."""
+        return self.root / ".lock"
+
     def read_results(self) -> dict[str, InstanceResult]:
         """The last result per instance, as a resumed run sees them; a line cut by a kill is ignored."""
         results: dict[str, InstanceResult] = {}
@@ -140,6 +174,59 @@ class RunDir:
                 continue
             results[result.instance_id] = result
         return results
+
+    def append_result(self, result: InstanceResult) -> None:
+        """Add one line to `results.jsonl` with a single write (O_APPEND), flushed to disk: a kill
+        leaves the line whole or cut, never two results mixed; `compact_results` drops a cut one."""
+        line = (result.model_dump_json() + "\n").encode()
+        fd = os.open(self.results, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            if pause := os.environ.get(PAUSE_MID_RESULT):
+                os.write(fd, line[: len(line) // 2])
+                os.fsync(fd)
+                Path(pause).touch()
+                while True:
+                    time.sleep(60)
+            os.write(fd, line)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def compact_results(self) -> dict[str, InstanceResult]:
+        """Rewrite `results.jsonl` with one line per instance, its last result (a retried
+        infra_error's new one), and without a line cut by a kill, which the next append would
+        otherwise run into; atomic. Returns those results."""
+        results = self.read_results()
+        if self.results.is_file():
+            write_atomic(self.results, "".join(r.model_dump_json() + "\n" for r in results.values()))
+        return results
+
+    def hold(self) -> None:
+        """Take the directory's lock for this process (again: a no-op); RunInUseError when another
+        live process has it. A process killed with it held lets go, so a rerun can take over."""
+        root = self.root.resolve()
+        with _held_lock:
+            if root in _held:
+                return
+            root.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.read(fd, 64).decode(errors="replace").strip()
+                os.close(fd)
+                raise RunInUseError(f"{self.root} is in use by another run (pid {holder or 'unknown'}): wait for it "
+                                    "to end, or use another --out") from None
+            os.ftruncate(fd, 0)
+            os.write(fd, f"{os.getpid()}\n".encode())
+            _held[root] = fd
+
+    def release(self) -> None:
+        """Let go of the lock `hold` took (a no-op when this process does not hold it)."""
+        with _held_lock:
+            fd = _held.pop(self.root.resolve(), None)
+        if fd is not None:
+            os.close(fd)
 
 
 @dataclass(frozen=True)

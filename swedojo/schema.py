@@ -310,6 +310,10 @@ class EvalStatus(str, Enum):
     """Every FAIL_TO_PASS test failed for want of the network (with the reference patch too): not scored."""
     NOT_GRADED = "not_graded"
     """No tests are known (`dojo run` on a raw issue): only the format and static tiers were scored."""
+    TIMED_OUT = "timed_out"
+    """The instance's wall-clock budget (`dojo eval --instance-timeout`, agent and grading together)
+    ran out: its sandboxes were stopped and nothing was graded. Neither the harness's failure nor
+    a verdict on the patch; a resumed run keeps it."""
 
 
 class TierScore(BaseModel):

@@ -1,8 +1,12 @@
 """`dojo eval` end to end on a suite file: results, summary, sb-cli preds, bad input, resume, stop."""
 
 import json
+import os
 import threading
+import time
+from pathlib import Path
 
+import pytest
 from taskrepo import make_task_repo
 from typer.testing import CliRunner
 
@@ -63,8 +67,10 @@ def test_empty_policy_resolves_nothing_and_a_rerun_resumes(tmp_path):
     again = _run(tmp_path, "empty", out)
     assert again.exit_code == 1
     assert "evaluating 1 of 3 instances" in again.output and "(2 kept from the earlier run)" in again.output
-    rerun = (out / "results.jsonl").read_text().removeprefix(first).splitlines()
-    assert [json.loads(line)["instance_id"] for line in rerun] == ["ghost__repo-1"]  # only the infra_error ran again
+    assert "ghost__repo-1: infra_error" in again.output and "owner__calc-1:" not in again.output  # only it ran again
+    lines = (out / "results.jsonl").read_text().splitlines()
+    assert sorted(json.loads(line)["instance_id"] for line in lines) == ["ghost__repo-1", "owner__calc-1", "owner__calc-2"]
+    assert set(first.splitlines()) - set(lines) == {next(line for line in first.splitlines() if "ghost__repo-1" in line)}
 
 
 def test_unknown_suite_and_policy_are_clear_errors(tmp_path):
@@ -168,3 +174,49 @@ def test_skipped_records_are_in_the_rate_and_the_exit_code(tmp_path):
     # named by id, the instances are all there whatever else could not be read
     named = CliRunner().invoke(app, [*base, "--out", str(tmp_path / "named"), "--instance", task.instance_id])
     assert named.exit_code == 0 and "1/1 (100%)" in named.output, named.output
+
+
+def _running(argv: list[str]) -> list[int]:
+    """Pids of the processes on this host whose command line is `argv`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and (entry / "cmdline").read_bytes().split(b"\0")[:-1] == [a.encode() for a in argv]:
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.parametrize("backend", ["local", pytest.param("docker", marks=pytest.mark.docker)])
+def test_an_instance_over_its_budget_is_timed_out_and_its_sandboxes_are_stopped(tmp_path, backend):
+    mirror, task = make_task_repo(tmp_path / "mirror")
+    sleep = ["sleep", f"9{os.getpid()}"]  # a command line no other process here has
+    hang = task.test_patch.replace("@@ -8,3 +8,7 @@", "@@ -8,3 +8,9 @@").replace(
+        "+def test_clamp_high():\n", f"+def test_clamp_high():\n+    import subprocess\n+    subprocess.run({sleep!r})\n")
+    slow = task.model_copy(update={"instance_id": "owner__calc-slow", "test_patch": hang})
+    path = tmp_path / "suite.jsonl"
+    path.write_text(slow.model_dump_json() + "\n" + task.model_dump_json() + "\n")
+    out = tmp_path / "run"
+    args = ["eval", "--suite", str(path), "--policy", "gold", "--mirror", str(mirror), "--no-launch", "--rewards",
+            "resolved", "--backend", backend, "--out", str(out), "--instance-timeout", "20"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output  # a timeout is the instance's outcome, not the harness failing
+    rows = {r["instance_id"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+    assert rows["owner__calc-1"]["status"] == "resolved"
+    timed_out = rows["owner__calc-slow"]
+    assert timed_out["status"] == "timed_out" and not timed_out["resolved"]
+    assert "over its 20 s budget" in timed_out["error"] and "+    if value > high:" in timed_out["patch"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["counts"]["timed_out"] == 1 and summary["counts"]["infra_error"] == 0 and summary["resolved"] == 1
+    assert "owner__calc-slow: timed_out" in result.output
+    deadline = time.monotonic() + 60  # a liveness bound for the SIGKILLs sent, not a speed check
+    while _running(sleep) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _running(sleep) == []  # the test run in the stopped sandbox went with it
+    if backend == "docker":
+        from swedojo.sandboxes.docker import OWNER_PID_LABEL, api
+
+        assert api().containers(all=True, filters={"label": f"{OWNER_PID_LABEL}={os.getpid()}"}) == []
+    again = CliRunner().invoke(app, args)
+    assert "evaluating 0 of 2 instances" in again.output  # a resumed run keeps the verdict

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from taskrepo import git, make_task_repo
 
-from swedojo.progress import Heartbeat
-from swedojo.schema import TaskInstance
+from swedojo.progress import Heartbeat, RunProgress
+from swedojo.schema import EvalStatus, TaskInstance
 
 DOJO = str(Path(sys.executable).with_name("dojo"))
 LINE = re.compile(r"^\[\d\d:\d\d:\d\d \+(?:(\d+)m)?(\d+)s\] (.*)$")
@@ -38,6 +38,19 @@ def test_a_heartbeat_reports_what_describe_says_and_survives_its_errors() -> Non
     with Heartbeat(describe, lines.append, every_s=0.05):
         time.sleep(0.2)
     assert [LINE.match(line)[3] for line in lines[:2]] == ["first", "(progress unavailable: RuntimeError)"]
+
+
+def test_run_progress_says_done_of_total_the_tallies_the_eta_and_each_running_stage() -> None:
+    board = RunProgress(4)
+    board.stage("a", "starting")
+    board.stage("b", "grading")
+    assert re.fullmatch(r"0 of 4 done; running a \(\d+s: starting\), b \(\d+s: grading\)", board.describe())
+    board.finish("a", EvalStatus.RESOLVED)
+    board.stage("c", "the gold policy at work")
+    board.finish("b", EvalStatus.INFRA_ERROR)
+    board.finish("c", EvalStatus.TIMED_OUT)
+    assert re.fullmatch(r"3 of 4 done \(1 resolved, 1 error, 1 timed out\), ETA \d+s; running nothing", board.describe())
+    assert board.eta_s() is not None and board.eta_s() >= 0
 
 
 def _slow_task(tmp_path: Path, seconds: int) -> tuple[Path, Path, TaskInstance]:
@@ -104,6 +117,10 @@ def test_eval_on_a_terminal_shows_a_live_display_of_what_runs(tmp_path: Path) ->
     mirror, suite, _ = _slow_task(tmp_path, 3)
     shown = _on_a_terminal([DOJO, "eval", "--suite", str(suite), "--mirror", str(mirror), "--no-launch",
                             "--policy", "gold", "--rewards", "resolved", "--out", str(tmp_path / "run")])
-    assert "0 of 1 done; running owner__calc-1" in shown and ": grading)" in shown, shown
+    plain = re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", shown)
+    # the bar with done/total, the tallies and the ETA, and a line per running instance with its stage
+    assert "evaluating" in plain and "0/1 0 resolved, 0 errors" in plain and "ETA -" in plain, plain
+    assert re.search(r"owner__calc-1 +\d+s +grading", plain), plain
+    assert "1/1 1 resolved, 0 errors" in plain, plain
     assert "\x1b[?25l" in shown  # rich hides the cursor while it redraws the display in place
     assert not re.search(r"\[\d\d:\d\d:\d\d \+\d+s\]", shown)  # no piped-style lines on a terminal

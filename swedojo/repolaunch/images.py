@@ -67,7 +67,8 @@ from swedojo.repolaunch.recipe import (
     toolchain_env,
     unsupported,
 )
-from swedojo.sandboxes.docker import SANDBOX_USER, api
+from swedojo.sandboxes.docker import SANDBOX_USER, api, owner_labels
+from swedojo.sandboxes.image_use import record_use
 from swedojo.schema import EnvSpec
 
 ENV_ROOT = "/opt/swedojo/env"
@@ -432,6 +433,7 @@ def build_images(spec: EnvSpec, checkout: Path, log: BuildLog, lock_dir: Path, n
     replaced: list[str] = []
     for name in LAYERS[1:]:
         tag = spec.layers[name]
+        record_use(tag)  # found or built, it is in use (`dojo sandbox prune --unused-days`)
         with locked(lock_dir / f"{tag.replace('/', '_').replace(':', '_')}.lock"):
             old = image_id(tag)
             if old and not nocache:
@@ -454,7 +456,7 @@ def build_images(spec: EnvSpec, checkout: Path, log: BuildLog, lock_dir: Path, n
 
 def read_file(tag: str, path: str) -> bytes:
     """A file of an image, without starting a container."""
-    container = api().create_container(tag, command=["true"])["Id"]
+    container = api().create_container(tag, command=["true"], labels=owner_labels())["Id"]  # a kill leaves it to prune
     try:
         stream, _ = api().get_archive(container, path)
         with tarfile.open(fileobj=io.BytesIO(b"".join(stream))) as tar:

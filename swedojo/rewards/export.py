@@ -5,7 +5,8 @@ Input: one or more `dojo eval` run directories (`results.jsonl` of InstanceResul
 task; rollouts share a group when their `Trajectory.group_id` is equal, or, when it is empty,
 their instance id. The reward of a trajectory is its instance's `report.reward` in the run's
 results.jsonl, so several runs must have been scored alike (`run.json` rewards), else one patch
-would carry two rewards. Runs that ended in infra_error are skipped: not the agent's doing, so no signal.
+would carry two rewards. Runs that ended in infra_error are skipped: not the agent's doing, so no signal;
+so are timed_out ones (the budget covers grading too, so the time may not have been the agent's).
 
 `tokens` records never re-tokenise text: they are the ids the engine sampled. Field mapping:
 
@@ -259,6 +260,8 @@ def load_samples(run_dirs: Sequence[Path]) -> tuple[list[Sample], list[Refusal],
                 refused.append(Refusal(sample_id=sample_id, reason=f"no result for {trajectory.instance_id} in {run_dir.results}"))
             elif result.status == EvalStatus.INFRA_ERROR or trajectory.exit_status == ExitStatus.INFRA_ERROR:
                 skipped.append(Refusal(sample_id=sample_id, reason=f"infra_error: {result.error or trajectory.error}"))
+            elif result.status == EvalStatus.TIMED_OUT:
+                skipped.append(Refusal(sample_id=sample_id, reason=f"timed_out: {result.error}"))
             else:
                 samples.append(Sample(sample_id=sample_id, trajectory=trajectory, result=result))
     return samples, refused, skipped

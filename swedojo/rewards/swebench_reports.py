@@ -21,6 +21,7 @@ Where our statuses land, following what SWE-bench does in each case:
 | needs_network | yes, infra_failure with its reason | completed; unresolved; infra_failure |
 | empty_patch | none (SWE-bench never runs one) | empty_patch |
 | infra_error | none (SWE-bench's harness errored) | error; infra_failure with the error |
+| timed_out (`--instance-timeout`) | none (its harness timed the instance out) | error |
 | not submitted, or not started | none | incomplete |
 """
 
@@ -151,6 +152,8 @@ def run_report(results: Mapping[str, InstanceResult], total: int, submitted: lis
             groups["incomplete"].add(instance_id)
         elif result.status == EvalStatus.EMPTY_PATCH:
             groups["empty"].add(instance_id)
+        elif result.status == EvalStatus.TIMED_OUT:  # SWE-bench's harness errors out an instance over its timeout
+            groups["error"].add(instance_id)
         elif result.status == EvalStatus.INFRA_ERROR:
             groups["error"].add(instance_id)
             groups["infra"].add(instance_id)

@@ -19,6 +19,8 @@ import signal
 import time
 from pathlib import Path
 
+from swedojo.sandboxes.owners import this_process
+
 ROOT = Path(os.environ.get("SWEDOJO_CGROUP_ROOT", "/sys/fs/cgroup"))
 """Where the cgroup file systems are mounted."""
 ENTER = 'while [ "$1" != -- ]; do echo $$ > "$1" || exit 125; shift; done; shift; exec "$@"'
@@ -53,7 +55,7 @@ class Cgroup:
     what is left in it and removes it."""
 
     def __init__(self, *, memory_bytes: int, pids: int, cpus: float) -> None:
-        name = f"swedojo-{secrets.token_hex(6)}"
+        name = f"swedojo-{this_process()}-{secrets.token_hex(3)}"  # owners.reap_local reads it
         self.dirs: list[Path] = []
         self.limits: dict[str, int] = {"memory": memory_bytes, "pids": pids}
         """What is in force, by the names of `Isolation.cgroup`."""

@@ -204,13 +204,50 @@ def prune_command(
     everything: bool = typer.Option(
         False, "--all", help="Remove every labelled container, not only orphans."
     ),
+    unused_days: float = typer.Option(
+        None, "--unused-days", min=0, help="Also remove the layer images (runtime, deps, env) unused for this many days."
+    ),
 ) -> None:
-    """Remove leftover sandbox containers (whose owning process is gone)."""
+    """Remove leftover sandbox containers (whose owning process is gone; every docker run does this as it
+    starts), and with --unused-days the layer images no run has used for that long."""
     from swedojo.sandboxes.docker import prune
 
     try:
         removed = prune(everything)
+        images = None
+        if unused_days is not None:
+            from swedojo.sandboxes.image_disk import prune_unused
+
+            images = prune_unused(unused_days)
     except SandboxError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     typer.echo(f"removed {len(removed)} sandbox container(s)")
+    if images is not None:
+        for tag, why in images.kept.items():
+            typer.echo(f"kept {tag}: {why}")
+        typer.echo(f"removed {len(images.removed)} image tag(s) unused for {unused_days:g} days"
+                   + "".join(f"\n  {tag}" for tag in images.removed))
+
+
+@sandbox_app.command("images")
+def images_command(
+    as_json: bool = typer.Option(False, "--json", help="The report as JSON (a `DiskUse`)."),
+) -> None:
+    """Disk use of swedojo's docker images, largest first, with when each was last used."""
+    from swedojo.sandboxes.image_disk import disk_use
+
+    try:
+        use = disk_use()
+    except SandboxError as exc:
+        typer.echo(f"error: {exc}", err=True)
+        raise typer.Exit(2) from None
+    if as_json:
+        typer.echo(use.model_dump_json(indent=2))
+        return
+    typer.echo(f"{'size MB':>9} {'unique MB':>9}  {'last used':<16}  tags")
+    for image in use.images:
+        used = f"{image.last_used:%Y-%m-%d %H:%M}" if image.last_used else "never recorded"
+        typer.echo(f"{image.size_mb:9.0f} {image.unique_mb:9.0f}  {used:<16}  {', '.join(image.tags)}")
+    typer.echo(f"{len(use.images)} swedojo image(s); unique: what removing it alone frees (the rest is shared "
+               f"with images built on it or under it); all image layers of the engine: {use.engine_layers_mb:.0f} MB")

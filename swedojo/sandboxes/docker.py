@@ -51,6 +51,8 @@ from swedojo.sandboxes.base import (
     SandboxConfig,
     SandboxError,
 )
+from swedojo.sandboxes.image_use import record_use
+from swedojo.sandboxes.owners import gone, reap_once, this_process
 from swedojo.sandboxes.seccomp import render_docker_profile
 from swedojo.sandboxes.terminal import SHELL_ARGV, SHELL_ENV, PersistentTerminal
 from swedojo.sandboxes.warm_runner import WarmRunner
@@ -62,6 +64,9 @@ OWNER_PID_LABEL = "swedojo.owner_pid"
 """Pid of the process that owns the container."""
 OWNER_HOST_LABEL = "swedojo.owner_host"
 """Host name of that process (owner pids are only checked on the same host)."""
+OWNER_LABEL = "swedojo.owner"
+"""The owner's token (`owners.this_process`: boot, pid and its start time), so that a reused pid
+does not pass for the owner."""
 SANDBOX_USER = "1000:1000"
 """uid:gid every process in the sandbox runs as."""
 SANDBOX_HOME = "/tmp"
@@ -244,6 +249,7 @@ def _install_cleanup_hooks() -> None:
         if _hooks_installed:
             return
         _hooks_installed = True
+    reap_once("docker", prune)  # what runs killed before this one left
     atexit.register(_remove_live)
     if threading.current_thread() is threading.main_thread():
         previous = signal.getsignal(signal.SIGTERM)
@@ -431,6 +437,7 @@ class Container:
         self._requests = 0
         client = api()
         _install_cleanup_hooks()
+        record_use(image)  # for `dojo sandbox prune --unused-days`
         tmpfs_opts = f"rw,nosuid,nodev,size={config.disk_mb}m"
         served = config.standins and not config.network
         host_config = client.create_host_config(
@@ -456,11 +463,7 @@ class Container:
             nano_cpus=int(config.cpus * 1e9),
             log_config=LogConfig(type="none"),
         )
-        labels = {
-            LABEL: "1",
-            OWNER_PID_LABEL: str(self.owner_pid),
-            OWNER_HOST_LABEL: socket.gethostname(),
-        }
+        labels = owner_labels()
         try:
             self.id: str = client.create_container(
                 image,
@@ -838,17 +841,29 @@ class DockerSandbox(OneOffFiles):
         self.close()
 
 
+def owner_labels() -> dict[str, str]:
+    """The labels of every container this process makes: `prune` removes them once it is gone."""
+    return {LABEL: "1", OWNER_PID_LABEL: str(os.getpid()), OWNER_HOST_LABEL: socket.gethostname(),
+            OWNER_LABEL: this_process()}
+
+
+def orphaned(labels: dict[str, str]) -> bool:
+    """Whether a labelled container's owner is gone: by its token (`owners.gone`), or for one made
+    before tokens, by its pid alone; never for one of another host."""
+    if labels.get(OWNER_HOST_LABEL) != socket.gethostname():
+        return False
+    if OWNER_LABEL in labels:
+        return gone(labels[OWNER_LABEL])
+    return not _pid_alive(labels.get(OWNER_PID_LABEL, ""))
+
+
 def prune(everything: bool = False) -> list[str]:
-    """Remove labelled containers whose owner process is gone (all of them with `everything`); their ids."""
+    """Remove labelled containers whose owner process is gone (all of them with `everything`); their ids.
+    Every docker run does it when it starts its first container, so a killed run's go with the next."""
     client = api()
-    host = socket.gethostname()
     removed = []
     for info in client.containers(all=True, filters={"label": f"{LABEL}=1"}):
-        labels = info.get("Labels") or {}
-        if not everything and (
-            labels.get(OWNER_HOST_LABEL) != host
-            or _pid_alive(labels.get(OWNER_PID_LABEL, ""))
-        ):
+        if not everything and not orphaned(info.get("Labels") or {}):
             continue
         try:
             client.remove_container(info["Id"], force=True, v=True)

@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from swedojo.sandboxes import standins
 from swedojo.sandboxes.base import ExecResult, Sandbox, SandboxConfig, SandboxError
 from swedojo.sandboxes.registry import backend
+from swedojo.sandboxes.scope import adopt
 from swedojo.sandboxes.warm_runner import WarmRunner
 from swedojo.schema import EnvSpec
 
@@ -97,11 +98,13 @@ class Environment(BaseModel):
         return WarmRunner.for_command(self.spec.test_command, self.sandbox_config().env)
 
     def _sandbox(self, target: str) -> Sandbox:
+        """A new sandbox, joined to the current `scope` (so that a deadline can stop it)."""
         config = self.sandbox_config()
         if self._pool is not None:
-            return self._pool.acquire(self.spec.image, self.source, target, config, self.spec.workdir, self.warm_runner())
-        return backend(self.backend).create(image=self.spec.image, source=self.source, commit=target, config=config,
-                                            workdir=self.spec.workdir)
+            return adopt(self._pool.acquire(self.spec.image, self.source, target, config, self.spec.workdir,
+                                            self.warm_runner()))
+        return adopt(backend(self.backend).create(image=self.spec.image, source=self.source, commit=target,
+                                                  config=config, workdir=self.spec.workdir))
 
 
 def default_python_env(repo: str, commit: str, source: Path, backend_name: str,

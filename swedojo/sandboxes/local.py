@@ -60,6 +60,7 @@ from swedojo.sandboxes.hostnet import (
 )
 from swedojo.sandboxes.hosttools import installed, tool
 from swedojo.sandboxes.interpreter import reachable, sandbox_python
+from swedojo.sandboxes.owners import LOCAL_PREFIX, reap_local, reap_once, this_process
 from swedojo.sandboxes.seccomp import SeccompUnavailableError, bpf_fd, compile_bpf
 from swedojo.sandboxes.terminal import (
     SHELL_ARGV,
@@ -134,6 +135,7 @@ class LocalConfinement:
         self._closed = False
         self._cgroup: Cgroup | None = None
         self._network: PrivateNetwork | None = None
+        reap_once("local", reap_local)  # what runs killed before this one left
         try:
             self._cgroup, why = _new_cgroup(self.config)
             self.isolation = _plan(self.config, bubblewrap, self._cgroup, why, uncapped)
@@ -342,7 +344,7 @@ class LocalSandbox(LocalConfinement, OneOffFiles):
         *,
         bubblewrap: bool = True,
     ) -> None:
-        root = Path(tempfile.mkdtemp(prefix="swedojo-local-"))
+        root = Path(tempfile.mkdtemp(prefix=f"{LOCAL_PREFIX}{this_process()}-"))  # owners.reap_local reads it
         config = config or SandboxConfig()
         self._terminal: PersistentTerminal | None = None
         self._transport: SubprocessTransport | None = None
