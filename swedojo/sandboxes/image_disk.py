@@ -93,9 +93,17 @@ def prune_unused(days: float, repositories: tuple[str, ...] = LAYER_REPOSITORIES
             while parent:
                 below.setdefault(parent, image.tags[0])
                 parent = parents.get(parent, "")
+    def depth(image_id: str) -> int:
+        count, parent = 0, parents.get(image_id, "")
+        while parent:
+            count, parent = count + 1, parents.get(parent, "")
+        return count
+
     removed, kept = [], {}
-    # the newest first: an env image before the deps layer it was built on
-    for image in sorted((i for i in images if i.idle_since <= cutoff), key=lambda i: i.created, reverse=True):
+    # an image before the ones it was built on (an env image before its deps layer): by depth, then
+    # by age (images built within one second have the same creation time)
+    idle = [i for i in images if i.idle_since <= cutoff]
+    for image in sorted(idle, key=lambda i: (depth(i.image_id), i.created), reverse=True):
         for tag in (t for t in image.tags if t.rpartition(":")[0] in repositories):
             if image.image_id in below:
                 kept[tag] = f"{below[image.image_id]}, in use, is built on it"
