@@ -59,7 +59,7 @@ from swedojo.agent.backends.base import (
 )
 from swedojo.agent.backends.dsa import prepare_glm_moe_dsa
 from swedojo.agent.backends.routing import RoutingRecorder
-from swedojo.agent.chat import GlmChat
+from swedojo.agent.chats import chat_format_for
 
 
 class CheckpointNotFoundError(BackendError):
@@ -297,7 +297,7 @@ def weights_version(model: PreTrainedModel) -> str:
 
 
 class InProcessBackend:
-    """A transformers causal LM in this process, GLM chat format, one retained KV cache per conversation."""
+    """A transformers causal LM in this process, in its tokenizer's chat format, one retained KV cache per conversation."""
 
     def __init__(
         self,
@@ -326,7 +326,7 @@ class InProcessBackend:
             model.set_experts_implementation(EXPERTS)
         self.transposed_keys = model.config._attn_implementation == ATTENTION
         self.model = model.eval()
-        self.chat = GlmChat(tokenizer)
+        self.chat = chat_format_for(tokenizer)
         self.name = name
         self.version = weights_version(model)
         self.retain_cache = retain_cache
