@@ -146,9 +146,16 @@ class ChatMLChat:
             self.ids["<think>"],
             *self.encode(f"\n{reasoning}\n", special=True),
             self.ids["</think>"],
-            *self.sampled_ids("", message.content, message.tool_calls, thinking=False),
+            *self._answer(f"\n\n{message.content.strip()}", message.tool_calls),
             *self.encode("\n", special=False),
         ]
+
+    def _answer(self, text: str, tool_calls: Sequence[ToolCall]) -> list[int]:
+        """The visible answer, each call on a new line, `<|im_end|>`."""
+        ids = self.encode(text, special=True)
+        for call in tool_calls:
+            ids += [*self.encode("\n", special=False), *self.tool_call(call)]
+        return [*ids, self.ids["<|im_end|>"]]
 
     def tool_call(self, call: ToolCall) -> list[int]:
         """`<tool_call>\\n{"name": NAME, "arguments": {…}}\\n</tool_call>` (Hermes style, as Qwen3 writes)."""
@@ -157,14 +164,10 @@ class ChatMLChat:
 
     def sampled_ids(self, reasoning: str, content: str, tool_calls: Sequence[ToolCall], thinking: bool) -> list[int]:
         """The ids a Qwen3 model would sample for this turn after the generation prompt, `<|im_end|>` included."""
-        ids: list[int] = []
-        if thinking:
-            ids += [*self.encode(f"{reasoning.strip()}\n", special=True), self.ids["</think>"]]
-        answer = content.strip()
-        ids += self.encode(f"\n\n{answer}" if thinking else answer, special=True)
-        for call in tool_calls:
-            ids += [*self.encode("\n", special=False), *self.tool_call(call)]
-        return [*ids, self.ids["<|im_end|>"]]
+        if not thinking:
+            return self._answer(content.strip(), tool_calls)
+        reasoning_ids = [*self.encode(f"{reasoning.strip()}\n", special=True), self.ids["</think>"]]
+        return [*reasoning_ids, *self._answer(f"\n\n{content.strip()}", tool_calls)]
 
     def split(self, sampled: Sequence[int], thinking: bool) -> tuple[str, str, str]:
         """(text, reasoning, content) of sampled ids; a trailing stop token is not part of the text."""
