@@ -239,6 +239,11 @@ class Step(BaseModel):
     logprob_kind: LogprobKind | None = None
     """Which distribution `response_logprobs` come from; `replayed` and `none` mark placeholders that
     no trainer may use. None in trajectories written before it was recorded."""
+    routed_experts: list[list[list[int]]] = Field(default_factory=list)
+    """MoE routing replay, when the backend recorded it: [tokens, layers, top_k] expert ids of the
+    tokens this turn fed to the model after the previous turn's (the previous turn's last sampled
+    token, then this turn's prompt and sampled tokens but its last); over all steps they make the
+    trajectory's `rollout_routed_experts` (one row per token but the last; -1 on dense layers)."""
     usage: dict[str, float] = Field(default_factory=dict)
     """Prompt tokens, tokens prefilled, tokens served from cache, seconds."""
     started_at: datetime = Field(default_factory=_utcnow)

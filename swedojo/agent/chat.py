@@ -57,6 +57,16 @@ class MissingSpecialTokenError(BackendError):
 class GlmChat:
     """Renders conversations in the GLM format as token ids, and splits sampled ids into parts."""
 
+    name = "glm"
+
+    @staticmethod
+    def matches(tokenizer: PreTrainedTokenizerBase) -> bool:
+        """The tokenizer's chat template is GLM's, or it has none and carries GLM's role tokens."""
+        template = str(getattr(tokenizer, "chat_template", None) or "")
+        if template:
+            return "[gMASK]" in template
+        return tokenizer.convert_tokens_to_ids("<|observation|>") not in (None, tokenizer.unk_token_id)
+
     def __init__(self, tokenizer: PreTrainedTokenizerBase) -> None:
         """`tokenizer`: a Hugging Face tokenizer carrying `GLM_SPECIAL_TOKENS`."""
         self.tokenizer = tokenizer
@@ -155,6 +165,18 @@ class GlmChat:
             ids += [self.ids["<arg_key>"], *self.encode(key, special=False), self.ids["</arg_key>"]]
             ids += [self.ids["<arg_value>"], *self.encode(text, special=False), self.ids["</arg_value>"]]
         ids.append(self.ids["</tool_call>"])
+        return ids
+
+    def sampled_ids(self, reasoning: str, content: str, tool_calls: Sequence[ToolCall], thinking: bool) -> list[int]:
+        """The ids a GLM model would sample for this turn after the generation prompt, stop token included."""
+        ids: list[int] = []
+        if thinking:
+            ids += [*self.encode(reasoning.strip(), special=True), self.ids["</think>"]]
+        ids += self.encode(content.strip(), special=True)
+        for call in tool_calls:
+            ids += self.tool_call(call)
+        calls_tools = bool(tool_calls) or self.ids["<tool_call>"] in ids
+        ids.append(self.ids["<|observation|>" if calls_tools else "<|user|>"])
         return ids
 
     def split(self, sampled: Sequence[int], thinking: bool) -> tuple[str, str, str]:

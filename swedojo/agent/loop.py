@@ -356,10 +356,12 @@ class ModelPolicy:
         prompt = generation.prompt_token_ids
         if not prompt:
             return context
+        step.routed_experts = generation.routed_experts
         if not trajectory.initial_prompt_token_ids:
             trajectory.initial_prompt_token_ids = list(prompt)
         elif prompt[: len(context)] == context:
             step.prompt_token_ids = prompt[len(context):]
+            step.routed_experts = generation.routed_experts[len(context) - 1 :]  # earlier rows are in earlier steps
         else:
             step.prompt_token_ids = list(prompt)
             step.usage["prompt_reset"] = 1.0

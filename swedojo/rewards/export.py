@@ -26,6 +26,7 @@ so are timed_out ones (the budget covers grading too, so the time may not have b
 | status              | exit_status mapped to slime's Sample.Status values  | status             | -                   |
 | weight_versions     | [policy_version] (empty when unknown)               | weight_versions    | -                   |
 | num_turns           | len(steps)                                          | -                  | num_turns           |
+| rollout_routed_experts | the steps' routed_experts, concatenated (MoE, when recorded) | rollout_routed_experts | -     |
 
 A record whose tokens do not match its trajectory is refused with the reason, never written.
 """
@@ -142,6 +143,9 @@ class TokenRecord(BaseModel):
     """Tool name -> signature fingerprint of every tool the run could call."""
     toolset_fingerprint: str
     """Hash over all tool fingerprints."""
+    rollout_routed_experts: list[list[list[int]]] | None = None
+    """MoE routing replay: [len(prompt_ids) + response_length - 1, num_layers, top_k] expert ids each
+    token was routed to when fed (the last token never is), -1 on dense layers; None when not recorded."""
 
 
 TOKEN_SCHEMA = pa.schema(
@@ -168,6 +172,7 @@ TOKEN_SCHEMA = pa.schema(
         ("weight_versions", pa.list_(pa.string())),
         ("tool_fingerprints", pa.map_(pa.string(), pa.string())),
         ("toolset_fingerprint", pa.string()),
+        ("rollout_routed_experts", pa.list_(pa.list_(pa.list_(pa.int32())))),
     ]
 )
 """Parquet schema of TokenRecord, stated so column types never depend on the rows written."""
@@ -308,6 +313,24 @@ def response_tokens(trajectory: Trajectory) -> tuple[list[int], list[int], list[
     return ids, mask, logprobs
 
 
+def routed_experts(trajectory: Trajectory) -> list[list[list[int]]] | None:
+    """The trajectory's `rollout_routed_experts`, None when no step recorded routes; TokenMismatchError
+    when some steps did and others did not, or the rows do not cover every token but the last."""
+    recorded = [bool(step.routed_experts) for step in trajectory.steps]
+    if not any(recorded):
+        return None
+    if not all(recorded):
+        missing = [step.index for step in trajectory.steps if not step.routed_experts]
+        raise TokenMismatchError(f"routed experts recorded for some steps only (missing: steps {missing})")
+    rows = [row for step in trajectory.steps for row in step.routed_experts]
+    tokens = len(trajectory.initial_prompt_token_ids) + sum(
+        len(step.prompt_token_ids) + len(step.response_token_ids) for step in trajectory.steps
+    )
+    if len(rows) != tokens - 1:
+        raise TokenMismatchError(f"{len(rows)} rows of routed experts for {tokens} tokens (expected one per token but the last)")
+    return rows
+
+
 def _tiers(sample: Sample) -> dict[str, float]:
     return {t.name: t.score for t in sorted(sample.result.report.tiers, key=lambda t: t.tier)}
 
@@ -316,6 +339,7 @@ def token_record(sample: Sample, advantage: float) -> TokenRecord:
     """The RL record of one sample; TokenMismatchError if its tokens do not add up."""
     trajectory, report = sample.trajectory, sample.result.report
     ids, mask, logprobs = response_tokens(trajectory)
+    routes = routed_experts(trajectory)
     return TokenRecord(
         sample_id=sample.sample_id,
         instance_id=trajectory.instance_id,
@@ -339,6 +363,7 @@ def token_record(sample: Sample, advantage: float) -> TokenRecord:
         weight_versions=[trajectory.policy_version] if trajectory.policy_version else [],
         tool_fingerprints=trajectory.tool_fingerprints,
         toolset_fingerprint=trajectory.toolset_fingerprint,
+        rollout_routed_experts=routes,
     )
 
 

@@ -240,3 +240,33 @@ def test_runs_scored_with_other_reward_settings_are_not_mixed(tmp_path):
     unknown = CliRunner().invoke(app, ["export", str(runs["tiers"]), str(runs["resolved"]), *out])
     assert unknown.exit_code == 2 and f"{runs['resolved']}: no run.json, so the reward settings" in unknown.output
     assert "unknown" in unknown.output
+
+
+def _with_routes(trajectory: Trajectory, rows_per_step: list[int]) -> Trajectory:
+    """Give each step `rows` routing rows ([layers=2, top_k=2], layer 0 dense), numbered to be told apart."""
+    counter = 0
+    for step, rows in zip(trajectory.steps, rows_per_step):
+        step.routed_experts = [[[-1, -1], [(counter + i) % 7, 7]] for i in range(rows)]
+        counter += rows
+    return trajectory
+
+
+def test_routed_experts_are_exported_under_slimes_name(tmp_path):
+    # 14 tokens: prompt 3, then steps of 0+3, 2+1 and 3+2; one row per token but the last
+    routed = _with_routes(_trajectory("t__a-1", 100), [5, 3, 5])
+    short = _with_routes(_trajectory("t__b-1", 200), [5, 3, 4])
+    partial = _with_routes(_trajectory("t__c-1", 300), [5, 0, 5])
+    run = tmp_path / "r0"
+    _write_run(run, [(routed, _result("t__a-1", 1.0, EvalStatus.RESOLVED)), (short, _result("t__b-1", 0.0)),
+                     (partial, _result("t__c-1", 0.0)), (_trajectory("t__d-1", 400), _result("t__d-1", 0.0))])
+    summary = export_tokens([run], tmp_path / "out" / "tokens", AdvantageConfig(drop_zero_variance=False))
+    records = {r.sample_id: r for r in read_token_records(tmp_path / "out" / "tokens.parquet")}
+    assert records == {r.sample_id: r for r in read_token_records(tmp_path / "out" / "tokens.jsonl")}
+    expected = [row for step in routed.steps for row in step.routed_experts]
+    assert records["r0/t__a-1"].rollout_routed_experts == expected
+    assert len(expected) == len(records["r0/t__a-1"].prompt_ids) + records["r0/t__a-1"].response_length - 1
+    assert records["r0/t__d-1"].rollout_routed_experts is None  # not recorded: no column data, not an error
+    assert sorted(str(r) for r in summary.refused) == [
+        "r0/t__b-1: 12 rows of routed experts for 14 tokens (expected one per token but the last)",
+        "r0/t__c-1: routed experts recorded for some steps only (missing: steps [1])",
+    ]

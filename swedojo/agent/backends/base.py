@@ -145,6 +145,10 @@ class Generation(BaseModel):
     """Which distribution the logprobs come from."""
     prompt_token_ids: list[int] = Field(default_factory=list)
     """The prompt the model saw; empty when unknown."""
+    routed_experts: list[list[list[int]]] = Field(default_factory=list)
+    """MoE routing replay, when recorded: [tokens, layers, top_k] expert ids of every token fed to the
+    model, i.e. `prompt_token_ids + token_ids[:-1]` (slime's `rollout_routed_experts`, -1 on dense
+    layers); empty when not recorded."""
     tool_calls: list[ToolCall] = Field(default_factory=list)
     """Calls a server parsed (arguments that are not an object under RAW_ARGUMENTS_KEY); in-process
     backends leave them in `content`."""

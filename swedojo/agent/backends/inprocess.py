@@ -27,7 +27,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,7 +58,8 @@ from swedojo.agent.backends.base import (
     Usage,
 )
 from swedojo.agent.backends.dsa import prepare_glm_moe_dsa
-from swedojo.agent.chat import GlmChat
+from swedojo.agent.backends.routing import RoutingRecorder
+from swedojo.agent.chats import chat_format_for
 
 
 class CheckpointNotFoundError(BackendError):
@@ -238,6 +239,20 @@ class _Conversation:
     """Tokens whose keys and values are in `cache`, in order."""
     logits: torch.Tensor | None = None
     """Next-token logits after the last of `ids`."""
+    routes: list[torch.Tensor] = field(default_factory=list)
+    """When routing is recorded: the experts each of `ids` was routed to, one [tokens, layers, top_k]
+    tensor per forward call, rows aligned with `ids`."""
+
+    def crop(self, length: int) -> None:
+        """Forget the ids (and their routes) from `length` on; the caller crops the cache."""
+        del self.ids[length:]
+        kept, rows = [], 0
+        for chunk in self.routes:
+            if rows >= length:
+                break
+            kept.append(chunk[: length - rows])
+            rows += len(kept[-1])
+        self.routes = kept
 
 
 def common_prefix_length(a: Sequence[int], b: Sequence[int]) -> int:
@@ -282,7 +297,7 @@ def weights_version(model: PreTrainedModel) -> str:
 
 
 class InProcessBackend:
-    """A transformers causal LM in this process, GLM chat format, one retained KV cache per conversation."""
+    """A transformers causal LM in this process, in its tokenizer's chat format, one retained KV cache per conversation."""
 
     def __init__(
         self,
@@ -294,8 +309,12 @@ class InProcessBackend:
         max_conversations: int = 4,
         prefill_chunk: int = 2048,
         seed: int = 0,
+        record_routing: bool = False,
     ) -> None:
         """`retain_cache` False re-prefills the whole prompt every call (the baseline benchmarks compare).
+
+        `record_routing` records the experts every token was routed to (MoE models; see `routing.py`)
+        into `Generation.routed_experts`.
 
         `model` is prepared in place: GLM-5's DSA layers as in `dsa.py`, and a model on `sdpa`
         attention or `grouped_mm` experts gets `ATTENTION` or `EXPERTS` (the same for multi-token
@@ -307,7 +326,7 @@ class InProcessBackend:
             model.set_experts_implementation(EXPERTS)
         self.transposed_keys = model.config._attn_implementation == ATTENTION
         self.model = model.eval()
-        self.chat = GlmChat(tokenizer)
+        self.chat = chat_format_for(tokenizer)
         self.name = name
         self.version = weights_version(model)
         self.retain_cache = retain_cache
@@ -316,6 +335,8 @@ class InProcessBackend:
         self.device = next(model.parameters()).device
         self.context_length = int(getattr(model.config, "max_position_embeddings", 0) or 0)
         self._generator = torch.Generator(self.device).manual_seed(seed)
+        recorder = RoutingRecorder(model) if record_routing else None
+        self._recorder = recorder if recorder is not None and recorder.routers else None
         self._conversations: OrderedDict[str, _Conversation] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -367,6 +388,7 @@ class InProcessBackend:
                     break
                 if len(sampled) < budget:
                     logits = self._forward(conversation, [token])
+            routed = torch.cat(conversation.routes).tolist() if self._recorder and conversation.routes else []
         text, reasoning, content = self.chat.split(sampled, params.thinking)
         return Generation(
             text=text,
@@ -377,6 +399,7 @@ class InProcessBackend:
             logprobs=logprobs,
             logprob_kind=LogprobKind.TEMPERATURE if params.temperature > 0 else LogprobKind.RAW,
             prompt_token_ids=prompt,
+            routed_experts=routed,
             finish_reason=finish,
             usage=Usage(
                 prompt_tokens=len(prompt),
@@ -431,18 +454,21 @@ class InProcessBackend:
                 conversation.cache = GrowableCache(self.model.config, transposed_keys=self.transposed_keys)
             else:
                 conversation.cache.crop(common - len(conversation.ids))  # 5.x: a negative count removes
-            del conversation.ids[common:]
+            conversation.crop(common)
         for start in range(common, len(prompt), self.prefill_chunk):
             logits = self._forward(conversation, prompt[start : start + self.prefill_chunk])
         return logits, common  # the loop ran at least once: common < len(prompt)
 
     def _forward(self, conversation: _Conversation, ids: list[int]) -> torch.Tensor:
-        output = self.model(
-            input_ids=torch.tensor([ids], device=self.device),
-            cache=conversation.cache,
-            use_cache=True,
-            logits_to_keep=1,
-        )
+        with self._recorder.recording() if self._recorder else nullcontext():
+            output = self.model(
+                input_ids=torch.tensor([ids], device=self.device),
+                cache=conversation.cache,
+                use_cache=True,
+                logits_to_keep=1,
+            )
+            if self._recorder:
+                conversation.routes.append(self._recorder.take(len(ids)))
         conversation.ids += ids
         conversation.logits = output.logits[0, -1].float()
         return conversation.logits

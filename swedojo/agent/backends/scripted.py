@@ -1,8 +1,9 @@
 """A backend that replays given responses, for tests and demos that must not depend on a model.
 
-With a tokenizer it behaves like the in-process backend: prompts are rendered to ids, each
-response is encoded as the tokens a model would have sampled (tool calls as GLM markup in
-`content`, a stop token at the end, logprob 0.0 each), so the token plumbing downstream is real.
+With a tokenizer it behaves like the in-process backend: prompts are rendered to ids in the chat
+format of the tokenizer's template (`chats.py`), each response is encoded as the tokens a model
+would have sampled (tool calls in the format's markup, a stop token at the end, logprob 0.0 each),
+so the token plumbing downstream is real.
 Without one it behaves like an OpenAI-compatible server: text and structured tool calls only.
 """
 
@@ -25,7 +26,7 @@ from swedojo.agent.backends.base import (
     SamplingParams,
     Usage,
 )
-from swedojo.agent.chat import GlmChat
+from swedojo.agent.chats import chat_format_for
 from swedojo.schema import ToolCall
 
 if TYPE_CHECKING:
@@ -74,7 +75,7 @@ class ScriptedBackend:
         name: str = "scripted",
     ) -> None:
         self.responses = [r if isinstance(r, ScriptedResponse) else ScriptedResponse.parse(r) for r in responses]
-        self.chat = GlmChat(tokenizer) if tokenizer is not None else None
+        self.chat = chat_format_for(tokenizer) if tokenizer is not None else None
         self.name = name
         self.version = ""  # no weights: the text is replayed
         self._cursor: dict[str, int] = {}
@@ -112,7 +113,7 @@ class ScriptedBackend:
                 usage=Usage(seconds=time.perf_counter() - started),
             )
         prompt = self.chat.render(messages, history=params.history, thinking=params.thinking)
-        ids = _sampled_ids(self.chat, response, params.thinking)
+        ids = self.chat.sampled_ids(response.reasoning, response.content, response.tool_calls, params.thinking)
         text, reasoning, content = self.chat.split(ids, params.thinking)
         return Generation(
             text=text,
@@ -135,15 +136,3 @@ class ScriptedBackend:
     def release(self, conversation_id: str) -> None:
         self._cursor.pop(conversation_id, None)
 
-
-def _sampled_ids(chat: GlmChat, response: ScriptedResponse, thinking: bool) -> list[int]:
-    """The ids a GLM model would have sampled for `response`, stop token included."""
-    ids: list[int] = []
-    if thinking:
-        ids += [*chat.encode(response.reasoning.strip(), special=True), chat.ids["</think>"]]
-    ids += chat.encode(response.content.strip(), special=True)
-    for call in response.tool_calls:
-        ids += chat.tool_call(call)
-    calls_tools = bool(response.tool_calls) or chat.ids["<tool_call>"] in ids
-    ids.append(chat.ids["<|observation|>" if calls_tools else "<|user|>"])
-    return ids
