@@ -1,6 +1,7 @@
 """Tasks from history (SWE-bench / SWE-Gym / R2E-Gym style): commits that fix code and test it.
 
-A commit qualifies when it changes both tests and non-doc source. Its diff splits into the test
+A commit of the first-parent line qualifies when it changes both tests and non-doc source (a merge:
+what it brought into that line, as a merged pull request's diff). Its diff splits into the test
 patch and the gold patch; the suite runs twice at the parent with only the test patch and twice
 with both, each state in a fresh sandbox. FAIL_TO_PASS: tests failing (or absent) before and
 passing after; PASS_TO_PASS: passing in every run; tests that change outcome between two runs of
@@ -56,9 +57,11 @@ def _twice(env: Environment, commit: str, patches: list[str], settings: GenSetti
 
 def _mine(target: Target, settings: GenSettings, env: Environment, sha: str, parents: list[str]) -> Entry:
     entry = Entry(key=sha, strategy=STRATEGY, outcome=Outcome.NOT_QUALIFIED)
-    if len(parents) != 1:
-        entry.detail = "root commit" if not parents else "merge commit"
+    if not parents:
+        entry.detail = "root commit"
         return entry
+    # A merge is judged by what it brought into the first-parent line: a merged pull request's
+    # whole change, as SWE-bench takes a PR's diff against its base.
     parent, source = parents[0], target.source
     changed = git(source, "diff-tree", "--no-commit-id", "--name-only", "-r", "--no-renames", parent, sha).splitlines()
     tests = [f for f in changed if is_test_file(f)]

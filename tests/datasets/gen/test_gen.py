@@ -176,3 +176,30 @@ def test_max_minutes_starts_no_candidate_past_the_budget_and_a_rerun_continues(p
     assert first.counts.interrupted and first.counts.evaluated == 0 and not first.instances
     second = generate(str(repo), "mutations", settings.model_copy(update={"max_minutes": None}))
     assert not second.counts.interrupted and len(second.instances) == 1
+
+
+def test_history_takes_a_merged_branch_as_one_change_against_its_first_parent(project, tmp_path):
+    # Projects that merge pull requests have a first-parent line of merges: each merge is the PR's
+    # whole change, here a test commit and a fix commit on a branch, neither a task on its own.
+    repo, shas = project
+    base = git(repo, "rev-parse", "HEAD")
+    git(repo, "checkout", "-q", "-b", "negative-radius")
+    (repo / "tests" / "test_circle.py").write_text(
+        "import pytest\n\nfrom shapes.geometry import circle_area\n\n\n"
+        "def test_negative_radius():\n    with pytest.raises(ValueError):\n        circle_area(-1)\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "Test negative radii", date="2024-02-01T00:00:00Z")
+    geometry = (repo / "shapes" / "geometry.py").read_text()
+    (repo / "shapes" / "geometry.py").write_text(geometry.replace(
+        "def circle_area(radius):\n", "def circle_area(radius):\n    if radius < 0:\n        raise ValueError(radius)\n"))
+    git(repo, "commit", "-qam", "Refuse negative radii", date="2024-02-02T00:00:00Z")
+    git(repo, "checkout", "-q", "main")
+    git(repo, "merge", "-q", "--no-ff", "-m", "Merge pull request #9 from dev/negative-radius", "negative-radius",
+        date="2024-02-03T00:00:00Z")
+    merge = git(repo, "rev-parse", "HEAD")
+    result = generate(str(repo), "history", GenSettings(out=tmp_path / "gen", timeout_s=60, rev_range=f"{base}..{merge}"))
+    (task,) = result.instances
+    assert task.instance_id == f"acme__shapes-{merge[:7]}" and task.base_commit == base
+    assert task.FAIL_TO_PASS == ["tests/test_circle.py::test_negative_radius"]
+    assert "raise ValueError(radius)" in task.patch and "test_negative_radius" in task.test_patch
+    assert result.counts.evaluated == 1  # the first-parent walk sees the merge alone
