@@ -47,13 +47,19 @@ from swedojo.datasets.gen.strategies import Strategy
 from swedojo.sandboxes.base import Sandbox
 from swedojo.sandboxes.environment import Environment
 from swedojo.schema import TaskInstance
-from swedojo.testrun.run import TestRunError, run_suite, run_tests
+from swedojo.testrun.run import SuiteRun, TestRunError, run_suite, run_tests
 
 COMBINED = "combined"
 """Strategy name of two-mutant tasks."""
 PAIR_TRIES = 4
 """Pairs tried per combined task still wanted (most pairs fail the same tests as a kept task)."""
 _NOT_SOURCE = {"setup.py", "noxfile.py", "fabfile.py", "conftest.py"}
+
+
+PACE_MARGIN = 1.5
+"""A run cut while its tests kept finishing gets this much more than its pace needs for all of them..."""
+MAX_PACE_FACTOR = 10.0
+"""...but never more than this many times its first limit."""
 
 
 class NoPassingTestsError(RuntimeError):
@@ -196,14 +202,16 @@ class _Mutator:
             for path, data in mutant.items():
                 sandbox.write_file(path, data)
             if selected is not None:  # the tests that call it first: most mutants break none of them
-                first = run_tests(sandbox, self.env.spec, selected, self._limit_of(selected))
+                first = self._paced(lambda limit: run_tests(sandbox, self.env.spec, selected, limit), len(selected),
+                                    self._limit_of(selected))
                 if first.timed_out:
                     entry.outcome, entry.detail = Outcome.TIMED_OUT, f"{len(selected)} selected tests"
                     return entry
                 if all(first.passed(t) for t in selected):
                     entry.outcome, entry.detail = Outcome.NO_BREAK, f"none of the {len(selected)} tests calling it broke"
                     return entry
-            run = run_suite(sandbox, self.env.spec, self.timeout_s)
+            run = self._paced(lambda limit: run_suite(sandbox, self.env.spec, limit), len(self.baseline.statuses),
+                              self.timeout_s)
         except TestRunError as exc:
             entry.outcome, entry.detail = Outcome.INVALID, str(exc)
             return entry
@@ -242,6 +250,17 @@ class _Mutator:
             return None
         calling = set(reaching)
         return [t for t in self.baseline.passing if t in calling or t not in reach.tests]
+
+    def _paced(self, run: Callable[[float], SuiteRun], expected: int, limit: float) -> SuiteRun:
+        """`run(limit)`, and once more with the limit its pace asks for when it was cut while its tests
+        kept finishing: a mutant that fails hundreds of tests pays for their tracebacks, and that is
+        slow, not hung. A run that stalled (a tenth of its tests or fewer done) is not given more."""
+        result = run(limit)
+        done = len(result.statuses)
+        if not result.timed_out or done <= expected // 10 or not result.duration_s:
+            return result
+        needed = PACE_MARGIN * result.duration_s * max(expected, done) / done
+        return run(min(needed, MAX_PACE_FACTOR * limit)) if needed > limit else result
 
     def _limit_of(self, tests: list[str]) -> float:
         """Time limit of a run of `tests`: relative to what they took at the baseline, plus the
