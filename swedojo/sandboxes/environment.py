@@ -59,6 +59,11 @@ class Environment(BaseModel):
         """The sandbox backend, as the spec names it."""
         return self.spec.backend
 
+    @property
+    def pool(self) -> SandboxPool | None:
+        """The pool its sandboxes come from (`with_pool`), if any."""
+        return self._pool
+
     def with_pool(self, pool: SandboxPool | None) -> Environment:
         """This environment with its sandboxes taken from `pool`'s warm containers (not serialised);
         unchanged when its backend is not pooled."""

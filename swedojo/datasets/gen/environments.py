@@ -39,6 +39,12 @@ def build_environment(target: Target, commit: str, source: Path, settings: GenSe
     return default_python_env(target.repo, commit, source, settings.backend)
 
 
+def commit_environment(target: Target, commit: str, settings: GenSettings, shared: Environment) -> Environment:
+    """An environment launched for `commit` alone, for a commit the run's shared environment cannot
+    build (its build backend or dependencies changed since), its sandboxes from the same pool."""
+    return build_environment(target, commit, target.repo_dir, settings).with_pool(shared.pool)
+
+
 @contextmanager
 def run_environment(target: Target, commit: str, source: Path, settings: GenSettings) -> Iterator[Environment]:
     """`build_environment`, with its sandboxes taken from a pool of `settings.pool` warm containers

@@ -29,11 +29,12 @@ from swedojo.datasets.gen.core import (
     prove_task,
     write_envspec,
 )
-from swedojo.datasets.gen.environments import run_environment
+from swedojo.datasets.gen.environments import commit_environment, run_environment
 from swedojo.datasets.gen.journal import Entry, Header, Journal, Outcome
 from swedojo.datasets.gen.settings import GenSettings, RunCounts
 from swedojo.datasets.gen.statements import history_statement
-from swedojo.sandboxes.environment import Environment
+from swedojo.repolaunch.errors import LaunchError
+from swedojo.sandboxes.environment import Environment, PrepareError
 from swedojo.schema import TaskInstance
 from swedojo.testrun.patches import PatchApplyError, apply_patch
 from swedojo.testrun.run import SuiteRun, TestRunError, run_suite
@@ -55,6 +56,13 @@ def _twice(env: Environment, commit: str, patches: list[str], settings: GenSetti
         sandbox.close()
 
 
+def _states(env: Environment, parent: str, test_patch: str, patch: str,
+            settings: GenSettings) -> tuple[tuple[SuiteRun, SuiteRun], tuple[SuiteRun, SuiteRun]]:
+    """The suite twice with the test patch alone, then twice with the fix too, at `parent`."""
+    before = _twice(env, parent, [test_patch], settings, None)
+    return before, _twice(env, parent, [test_patch, patch], settings, before[0].duration_s)
+
+
 def _mine(target: Target, settings: GenSettings, env: Environment, sha: str, parents: list[str]) -> Entry:
     entry = Entry(key=sha, strategy=STRATEGY, outcome=Outcome.NOT_QUALIFIED)
     if not parents:
@@ -71,8 +79,14 @@ def _mine(target: Target, settings: GenSettings, env: Environment, sha: str, par
         return entry
     test_patch, patch = diff(source, parent, sha, tests), diff(source, parent, sha, rest)
     try:
-        before = _twice(env, parent, [test_patch], settings, None)
-        after = _twice(env, parent, [test_patch, patch], settings, before[0].duration_s)
+        try:
+            before, after = _states(env, parent, test_patch, patch, settings)
+        except PrepareError:  # the project no longer builds as the walk's last commit does
+            env = commit_environment(target, parent, settings, env)
+            before, after = _states(env, parent, test_patch, patch, settings)
+    except (PrepareError, LaunchError) as exc:
+        entry.outcome, entry.detail = Outcome.NO_ENVIRONMENT, str(exc).splitlines()[0][:300]
+        return entry
     except PatchApplyError as exc:
         entry.outcome, entry.detail = Outcome.PATCH_FAILED, str(exc)
         return entry
@@ -112,8 +126,9 @@ def generate_history(target: Target, settings: GenSettings, counts: RunCounts) -
     """Walk the first-parent history (oldest first) until `settings.max_tasks` tasks are kept.
 
     Every commit is judged in the environment of the walk's last commit (as SWE-bench shares one
-    environment between the instances of a version): a commit whose dependencies differ too much
-    from it yields no task, it does not yield a wrong one."""
+    environment between the instances of a version); one whose project does not build there (its
+    build backend changed) gets an environment launched for it. Dependencies that differ in a way
+    the build does not notice make a commit yield no task, never a wrong one."""
     walk = settings.rev_range or "HEAD"
     lines = git(target.source, "log", "--reverse", "--first-parent", "--format=%H %P", walk).splitlines()
     if not lines:

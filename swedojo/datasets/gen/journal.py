@@ -24,7 +24,7 @@ class Outcome(str, Enum):
 
     KEPT = "kept"
     NOT_QUALIFIED = "not_qualified"
-    """History: the commit does not change both source and tests (or is a merge)."""
+    """History: the commit does not change both source and tests (or is the root commit)."""
     NOT_COMPILED = "not_compiled"
     """The mutant does not compile, or changes nothing."""
     PATCH_FAILED = "patch_failed"
@@ -40,6 +40,9 @@ class Outcome(str, Enum):
     """Same set of failing tests as a task already kept."""
     INVALID = "invalid"
     """End-to-end validation failed (gold does not resolve, or empty does)."""
+    NO_ENVIRONMENT = "no_environment"
+    """History: the project does not build at the parent, in the walk's environment nor in one
+    launched for that commit."""
 
 
 class Entry(BaseModel):
