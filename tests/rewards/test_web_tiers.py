@@ -102,3 +102,16 @@ def test_each_reward_hack_loses_the_tier_it_targets(hack, tmp_path):
     lost = getattr(found, tier)
     assert not lost.passed and lost.score < 1.0, (hack, lost.evidence)
     assert lost.evidence["violations"].get(group), (hack, lost.evidence["violations"])
+
+
+def test_dojo_eval_on_web_demo_with_gold_and_empty(tmp_path):
+    from typer.testing import CliRunner
+
+    from swedojo.cli import app
+
+    for policy, status in (("gold", "resolved"), ("empty", "empty_patch")):
+        result = CliRunner().invoke(app, ["eval", "--suite", "web-demo", "--policy", policy, "--instance", "swedojo-web__faq-1",
+                                          "--backend", "local", "--out", str(tmp_path / policy)])
+        assert result.exit_code == 0, result.output
+        line = (tmp_path / policy / "results.jsonl").read_text().splitlines()[0]
+        assert f'"status":"{status}"' in line.replace(" ", "")
