@@ -473,11 +473,12 @@ NO_TESTS = "a front-end task has no tests: the browser tiers (static, runtime, v
 
 
 def browser_tier(given: TierInput, pick: Callable[[WebAssessment], Check], code: Callable[[TierInput], Outcome]) -> Outcome:
-    """A front-end task's browser check `pick`ed from its assessment, else the code task's `code`."""
+    """A front-end task's browser check `pick`ed from its assessment (0 when there is none: no patch to
+    look at), else the code task's `code`."""
     if given.instance.checks is None:
         return code(given)
     if given.web is None:
-        return not_scored("the pages were not assessed")
+        return Outcome(0.0, False, {"skipped": "the pages were not assessed: no patch that applies"})
     return Outcome(*pick(given.web))
 
 
@@ -496,5 +497,6 @@ register(Tier("static", 0.1, lambda given: browser_tier(given, lambda web: web.s
 register(Tier("tests", 0.6, _for_code(lambda given: tests_tier(given.report))))
 register(Tier("verification", 0.2, _for_code(lambda given: verification_tier(
     given.sandbox, given.env, given.instance, given.baseline, given.trajectory.patch, given.judge))))
-register(Tier("runtime", 0.4, lambda given: browser_tier(given, lambda web: web.runtime, _not_for_code)))
-register(Tier("visual", 0.2, lambda given: browser_tier(given, lambda web: web.visual, _not_for_code)))
+# needs_patch=False: without a patch a code task's runtime and visual stay not scored, a front-end task's score 0.
+register(Tier("runtime", 0.4, lambda given: browser_tier(given, lambda web: web.runtime, _not_for_code), needs_patch=False))
+register(Tier("visual", 0.2, lambda given: browser_tier(given, lambda web: web.visual, _not_for_code), needs_patch=False))

@@ -43,7 +43,8 @@ def test_run_with_scripted_model_fixes_the_issue(tmp_path):
     assert "+    if value > high:" in (out / "patch.diff").read_text()
     report = json.loads((out / "report.json").read_text())
     assert [(t["name"], t["passed"], t["scored"]) for t in report["tiers"]] == [
-        ("format", True, True), ("static", True, True), ("tests", False, False), ("verification", False, False)]
+        ("format", True, True), ("static", True, True), ("tests", False, False), ("verification", False, False),
+        ("runtime", False, False), ("visual", False, False)]
     assert report["reward"] == 1.0
 
 
