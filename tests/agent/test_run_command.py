@@ -87,7 +87,7 @@ def test_run_says_what_was_scored_and_keeps_its_files_when_the_model_stops_answe
     assert "static not scored: no Python file changed outside the tests" in result.output
     assert "tests not scored: a raw issue names no test that checks the fix" in result.output
     report = json.loads((out / "report.json").read_text())
-    assert report["status"] == "not_graded" and [t["scored"] for t in report["tiers"]] == [True, False, False, False]
+    assert report["status"] == "not_graded" and [t["scored"] for t in report["tiers"]] == [True, False, False, False, False, False]
     assert "README.md" in (out / "patch.diff").read_text()
 
 
