@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 from enum import Enum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -34,6 +34,138 @@ class TestStatus(str, Enum):
     def counts_as_pass(self) -> bool:
         """SWE-bench counts XFAIL as passed (the test ran and behaved as declared)."""
         return self in (TestStatus.PASSED, TestStatus.XFAIL)
+
+
+class Viewport(BaseModel):
+    """A browser window size in CSS pixels."""
+
+    width: int = Field(gt=0)
+    """Width."""
+    height: int = Field(gt=0)
+    """Height."""
+
+
+class Requirement(BaseModel):
+    """Elements a page must hold: how many match a simple selector (`tag`, `#id`, `.class`, `[attr]`,
+    `[attr=value]`, compounds of these; no combinators)."""
+
+    selector: str
+    """What to count."""
+    min: int = 1
+    """At least this many."""
+    max: int | None = None
+    """At most this many (None: no bound)."""
+
+
+class StaticChecks(BaseModel):
+    """Tier static of a front-end task: what the page files must hold, read without a browser.
+
+    Always checked besides: HTML and CSS parse without errors, every image has an `alt`, no
+    resource is loaded from the network, no image asset is missing or duplicated."""
+
+    required: list[Requirement] = Field(default_factory=list)
+    """Elements each page must hold."""
+    min_text_chars: dict[str, int] = Field(default_factory=dict)
+    """Selector -> each match must hold at least this many characters of text (alt text not
+    counted): content written as text, not drawn into an image."""
+
+
+class Action(BaseModel):
+    """One user action of a scripted interaction, done as a user would in the browser."""
+
+    do: Literal["click", "fill", "type", "press", "drag", "check", "select"]
+    """click; fill/type `value` into it; press key `value`; drag it onto the element `value`
+    selects; check a box; select the option `value`."""
+    selector: str
+    """The element acted on (a CSS selector; the first match)."""
+    value: str = ""
+    """Text, key, option or drop target, as `do` needs."""
+
+
+class Expectation(BaseModel):
+    """A DOM state a scripted interaction must end in."""
+
+    selector: str
+    """The elements looked at (a CSS selector)."""
+    count: int | None = None
+    """Exactly this many match."""
+    text: str | None = None
+    """Their visible text, joined, contains this."""
+    visible: bool | None = None
+    """Every match is rendered and visible (True) or none is (False)."""
+    order: list[str] | None = None
+    """Their visible texts, trimmed, are exactly these in document order."""
+    columns: int | None = None
+    """They are laid out in this many columns (distinct left edges)."""
+
+
+class Scenario(BaseModel):
+    """A scripted interaction on a freshly loaded page: actions, then the DOM state expected."""
+
+    name: str
+    """Shown in the evidence."""
+    page: str = ""
+    """The page, relative to the repo root (default: the task's first page)."""
+    viewport: Viewport | None = None
+    """Window size (default: the first of `RuntimeChecks.viewports`)."""
+    steps: list[Action] = Field(default_factory=list)
+    """Done in order."""
+    expect: list[Expectation] = Field(default_factory=list)
+    """All must hold after the steps."""
+
+
+class RuntimeChecks(BaseModel):
+    """Tier runtime of a front-end task: the page rendered in headless Chromium.
+
+    Always checked besides, at every viewport: no console error, no page error, no failed
+    request, no broken image; no horizontal scrolling; every text of the page rendered, visible
+    (not `visibility`/`opacity`/transparent colour), on screen, not clipped by an `overflow` or
+    `clip-path` box, not cut by `text-overflow`, at least `min_font_px`, not squeezed (line
+    height below the font size, negative letter spacing) and not overlapping other text."""
+
+    viewports: list[Viewport] = Field(default_factory=lambda: [Viewport(width=1280, height=720)])
+    """Window sizes the page is rendered at."""
+    frames: str = ""
+    """CSS selector of slide-like frames: each must fit the viewport's width, have
+    `aspect_ratio`, and hold all of its content inside it. Empty: the page is one frame."""
+    aspect_ratio: float | None = None
+    """Width / height every frame must have (1% tolerance), e.g. 16/9."""
+    min_font_px: float = 12.0
+    """Smallest computed font size of any text."""
+    may_hide: list[str] = Field(default_factory=list)
+    """CSS selectors whose text may be hidden at load (an error message before validation)."""
+    min_gap_px: dict[str, float] = Field(default_factory=dict)
+    """CSS selector -> the boxes of its matches must not overlap and keep at least this gap."""
+    max_image_area: float = 0.5
+    """Images, canvases and SVGs together cover at most this fraction of any frame."""
+    scenarios: list[Scenario] = Field(default_factory=list)
+    """Scripted interactions."""
+
+
+class VisualChecks(BaseModel):
+    """Tier visual of a front-end task: deterministic measures of each frame's screenshot."""
+
+    whitespace: tuple[float, float] = (0.15, 0.97)
+    """Bounds of the fraction of empty 16 px tiles (a single colour): neither blank nor crammed."""
+    max_dominance: float = 0.97
+    """The most common colour covers at most this fraction of a frame."""
+    min_contrast: float = 4.5
+    """WCAG contrast ratio every text must reach on screen (3.0 for large text)."""
+    max_imbalance: float = 0.35
+    """How far the centre of the ink may lie from the frame's centre, in half-frame units."""
+
+
+class PageChecks(BaseModel):
+    """The `checks` section of a front-end task: the pages it is about and each tier's checks."""
+
+    pages: list[str]
+    """HTML files, relative to the repo root, the agent works on; each is checked and rendered."""
+    static: StaticChecks = Field(default_factory=StaticChecks)
+    """Tier static."""
+    runtime: RuntimeChecks = Field(default_factory=RuntimeChecks)
+    """Tier runtime."""
+    visual: VisualChecks = Field(default_factory=VisualChecks)
+    """Tier visual."""
 
 
 class TaskInstance(BaseModel):
@@ -65,6 +197,8 @@ class TaskInstance(BaseModel):
     """Tests that pass before and must still pass after."""
     environment_setup_commit: str = ""
     """Commit whose dependencies define the environment (SWE-bench); base_commit when empty."""
+    checks: PageChecks | None = None
+    """Set on a front-end task: judged by the browser tiers (static, runtime, visual), not by tests."""
 
     @field_validator("FAIL_TO_PASS", "PASS_TO_PASS", mode="before")
     @classmethod

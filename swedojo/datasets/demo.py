@@ -1,4 +1,5 @@
-"""The bundled `demo` suite: small pure-Python projects with real histories and tasks over them.
+"""The bundled suites: `demo` (small pure-Python projects) and `web-demo` (front-end pages judged
+in a browser), each a set of projects with real histories and tasks over them.
 
 The projects ship as `git format-patch` series rather than git repositories, so they fit in the
 package data and diff well in review. `materialise_demo` replays them with fixed identities, dates
@@ -13,17 +14,38 @@ import os
 import shutil
 import subprocess
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 
 from swedojo.schema import TaskInstance
 
-__all__ = ["DEMO_DIR", "DEMO_ORG", "demo_projects", "load_demo_tasks", "materialise_demo"]
+__all__ = ["DEMO", "DEMO_DIR", "DEMO_ORG", "WEB_DEMO", "Bundle", "demo_projects", "load_demo_tasks", "materialise_demo"]
 
-DEMO_ORG = "swedojo-demo"
-"""Owner part of every demo task's `repo` (`swedojo-demo/<project>`)."""
-DEMO_DIR = Path(__file__).resolve().parent / "bundled" / "demo"
-_PROJECTS = DEMO_DIR / "projects"
-_TASKS = DEMO_DIR / "tasks.jsonl"
+
+@dataclass(frozen=True)
+class Bundle:
+    """A bundled suite: `<directory>/projects/<project>/*.patch` and `<directory>/tasks.jsonl`."""
+
+    directory: Path
+    org: str
+    """Owner part of every task's `repo` (`<org>/<project>`)."""
+
+    @property
+    def projects(self) -> Path:
+        return self.directory / "projects"
+
+    @property
+    def tasks(self) -> Path:
+        return self.directory / "tasks.jsonl"
+
+
+_BUNDLED = Path(__file__).resolve().parent / "bundled"
+DEMO = Bundle(_BUNDLED / "demo", "swedojo-demo")
+"""Small pure-Python projects graded by their tests."""
+WEB_DEMO = Bundle(_BUNDLED / "web-demo", "swedojo-web")
+"""Front-end pages (slides, a form, a responsive layout, interactive lists) judged in a browser."""
+DEMO_ORG = DEMO.org
+DEMO_DIR = DEMO.directory
 _FORMAT = "demo-mirror-v1"
 """Mixed into the cache key: bump it when the replay procedure changes the resulting repos."""
 _COMMITTER = ("swedojo demo", "demo@swedojo.invalid")
@@ -33,16 +55,16 @@ class DemoBuildError(RuntimeError):
     """Replaying a bundled patch series failed (corrupt package data or an unusable git)."""
 
 
-def demo_projects() -> list[str]:
+def demo_projects(bundle: Bundle = DEMO) -> list[str]:
     """Names of the bundled projects (one patch series directory each)."""
-    return sorted(p.name for p in _PROJECTS.iterdir() if p.is_dir())
+    return sorted(p.name for p in bundle.projects.iterdir() if p.is_dir())
 
 
-def _content_hash() -> str:
+def _content_hash(bundle: Bundle) -> str:
     """Key of the mirror: changes whenever any bundled patch changes."""
-    digest = hashlib.sha256(_FORMAT.encode())
-    for path in sorted(p for p in _PROJECTS.rglob("*") if p.is_file()):
-        digest.update(b"\0" + path.relative_to(_PROJECTS).as_posix().encode() + b"\0")
+    digest = hashlib.sha256(f"{_FORMAT}\0{bundle.org}".encode())
+    for path in sorted(p for p in bundle.projects.rglob("*") if p.is_file()):
+        digest.update(b"\0" + path.relative_to(bundle.projects).as_posix().encode() + b"\0")
         digest.update(path.read_bytes())
     return digest.hexdigest()[:16]
 
@@ -89,23 +111,23 @@ def _default_cache_root() -> Path:
     return Path(base) / "swedojo" / "demo"
 
 
-def materialise_demo(cache_root: Path | None = None) -> Path:
-    """Return a mirror root holding `<root>/swedojo-demo/<project>` git repos, building it once.
+def materialise_demo(cache_root: Path | None = None, bundle: Bundle = DEMO) -> Path:
+    """Return a mirror root holding `<root>/<org>/<project>` git repos of `bundle`, building it once.
 
     The mirror lives at `<cache_root>/<content hash>` (default cache root
     `~/.cache/swedojo/demo`). It is built in a temporary directory and renamed into place, so a
     concurrent or killed build never leaves a half-made repo where a reader would find it.
     """
     root = Path(cache_root) if cache_root is not None else _default_cache_root()
-    mirror = root / _content_hash()
+    mirror = root / _content_hash(bundle)
     if mirror.is_dir():
         return mirror
     root.mkdir(parents=True, exist_ok=True)
     build = Path(tempfile.mkdtemp(prefix=".build-", dir=root))
     try:
         env = _git_env(build)
-        for name in demo_projects():
-            _replay(_PROJECTS / name, build / DEMO_ORG / name, env)
+        for name in demo_projects(bundle):
+            _replay(bundle.projects / name, build / bundle.org / name, env)
         try:
             os.rename(build, mirror)
         except OSError:
@@ -117,7 +139,7 @@ def materialise_demo(cache_root: Path | None = None) -> Path:
     return mirror
 
 
-def load_demo_tasks() -> list[TaskInstance]:
-    """The demo tasks, in file order; `repo` is `swedojo-demo/<project>` inside the mirror."""
-    lines = _TASKS.read_text(encoding="utf-8").splitlines()
+def load_demo_tasks(bundle: Bundle = DEMO) -> list[TaskInstance]:
+    """The bundle's tasks, in file order; `repo` is `<org>/<project>` inside the mirror."""
+    lines = bundle.tasks.read_text(encoding="utf-8").splitlines()
     return [TaskInstance.model_validate_json(line) for line in lines if line.strip()]

@@ -27,7 +27,14 @@ def _demo() -> Suite:
     return Suite(name="demo", loaded=LoadedSuite(instances=load_demo_tasks()), mirror=materialise_demo())
 
 
-SUITES: dict[str, Callable[[], Suite]] = {"demo": _demo}
+def _web_demo() -> Suite:
+    from swedojo.datasets.demo import WEB_DEMO, load_demo_tasks, materialise_demo
+
+    return Suite(name="web-demo", loaded=LoadedSuite(instances=load_demo_tasks(WEB_DEMO)),
+                 mirror=materialise_demo(bundle=WEB_DEMO))
+
+
+SUITES: dict[str, Callable[[], Suite]] = {"demo": _demo, "web-demo": _web_demo}
 
 
 def load_suite(name_or_path: str, mirror: Path | None = None) -> Suite:

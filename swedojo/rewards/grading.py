@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Mapping
 
 from swedojo.rewards.swebench_reports import swebench_log
+from swedojo.rewards.web.assess import grade_web
 from swedojo.sandboxes import standins
 from swedojo.sandboxes.base import Sandbox, SandboxError
 from swedojo.sandboxes.environment import Environment
@@ -234,6 +235,9 @@ def with_standins_when_offline(env: Environment,
 
 
 def grade(env: Environment, instance: TaskInstance, candidate: str) -> RewardReport:
-    """Grade `candidate` for `instance` in a fresh sandbox; infrastructure failures become a status."""
+    """Grade `candidate` for `instance` in a fresh sandbox; infrastructure failures become a status.
+    A front-end task is judged in the browser (`rewards.web`): resolved when every browser tier passes."""
+    if instance.checks is not None:
+        return in_fresh_sandbox(env, instance, lambda sandbox: grade_web(sandbox, instance, candidate)[0])
     return with_standins_when_offline(env, lambda served, before: in_fresh_sandbox(
         served, instance, lambda sandbox: grade_in_sandbox(sandbox, served, instance, candidate, before)))

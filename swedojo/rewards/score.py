@@ -4,7 +4,7 @@ Order inside the sandbox: the whole suite at base + test patch (tier 3's referen
 `BaselineCache` instead when one holds it, e.g. for the other rollouts of an RL group), then
 SWE-bench grading (applies the candidate and the test patch once, runs the listed tests), then
 the static checks and, when some unlisted test passed at base, the whole suite on that same
-tree. Grading statuses and the F2P/P2P maps are exactly `grading.grade_in_sandbox`'s.
+tree. A front-end task instead has the candidate judged in the browser (`rewards.web`). Grading statuses and the F2P/P2P maps are exactly `grading.grade_in_sandbox`'s.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from swedojo.rewards.tiers import (
     run_tiers,
     suite_at_base,
 )
+from swedojo.rewards.web.assess import grade_web
 from swedojo.sandboxes.base import Sandbox
 from swedojo.sandboxes.environment import Environment
 from swedojo.schema import EvalStatus, RewardReport, TaskInstance, Trajectory
@@ -45,6 +46,12 @@ def score_in_sandbox(
     """Fill tiers and reward for `trajectory.patch` in `sandbox` (fresh, at base_commit);
     `offline_before` as for `grade_in_sandbox`."""
     candidate = trajectory.patch
+    if instance.checks is not None:
+        report, web = grade_web(sandbox, instance, candidate)
+        skip = "empty patch" if not candidate.strip() else "patch does not apply" if web is None else ""
+        report.tiers = run_tiers(TierInput(sandbox, env, instance, trajectory, report, judge=judge, web=web), skip)
+        report.reward = compose(report.tiers, report.resolved, config)
+        return report
     baseline = None
     if candidate.strip():
         def run() -> SuiteRun:

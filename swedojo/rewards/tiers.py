@@ -1,6 +1,8 @@
 """Reward tiers for code tasks: each a score in [0, 1], whether it passed, and the evidence behind it.
 
-Registered in order (`TIERS`): 0 format, 1 static, 2 tests, 3 verification; `run_tiers` computes
+Registered in order (`TIERS`): 0 format, 1 static, 2 tests, 3 verification, 4 runtime, 5 visual;
+a front-end task (`TaskInstance.checks`) is judged by static, runtime and visual in the browser
+(`rewards.web`), its test tiers not scored, and a code task's runtime and visual are not scored. `run_tiers` computes
 the vector, `compose` the scalar. A tier with nothing to check is not scored, never passed. The
 tiers that look at code run in the one fresh
 sandbox `score.score_in_sandbox` opens from the task's environment, never in the agent's, so
@@ -24,6 +26,8 @@ from pydantic import BaseModel, Field
 
 from swedojo.progress import stage
 from swedojo.rewards.grading import TEST_TIMEOUT_S
+from swedojo.rewards.web.assess import WebAssessment
+from swedojo.rewards.web.check import Check
 from swedojo.sandboxes.base import Sandbox
 from swedojo.sandboxes.environment import Environment
 from swedojo.schema import (
@@ -94,6 +98,8 @@ class TierInput:
     baseline: SuiteRun | None = None
     """The whole suite at base + test patch (tier 3's reference)."""
     judge: Judge | None = None
+    web: WebAssessment | None = None
+    """A front-end task's browser checks of the candidate (`rewards.web.assess`)."""
 
 
 @dataclass(frozen=True)
@@ -463,8 +469,34 @@ def verification_tier(
     return Outcome(score, accepted, evidence)
 
 
+NO_TESTS = "a front-end task has no tests: the browser tiers (static, runtime, visual) judge it"
+
+
+def browser_tier(given: TierInput, pick: Callable[[WebAssessment], Check], code: Callable[[TierInput], Outcome]) -> Outcome:
+    """A front-end task's browser check `pick`ed from its assessment (0 when there is none: no patch to
+    look at), else the code task's `code`."""
+    if given.instance.checks is None:
+        return code(given)
+    if given.web is None:
+        return Outcome(0.0, False, {"skipped": "the pages were not assessed: no patch that applies"})
+    return Outcome(*pick(given.web))
+
+
+def _for_code(check: Callable[[TierInput], Outcome]) -> Callable[[TierInput], Outcome]:
+    """A test tier: not scored for a front-end task."""
+    return lambda given: not_scored(NO_TESTS) if given.instance.checks is not None else check(given)
+
+
+def _not_for_code(given: TierInput) -> Outcome:
+    return not_scored("not a front-end task")
+
+
 register(Tier("format", 0.1, lambda given: format_tier(given.trajectory, given.report), needs_patch=False))
-register(Tier("static", 0.1, lambda given: static_tier(given.sandbox, given.env, given.instance, given.trajectory.patch)))
-register(Tier("tests", 0.6, lambda given: tests_tier(given.report)))
-register(Tier("verification", 0.2, lambda given: verification_tier(
-    given.sandbox, given.env, given.instance, given.baseline, given.trajectory.patch, given.judge)))
+register(Tier("static", 0.1, lambda given: browser_tier(given, lambda web: web.static, lambda given: static_tier(
+    given.sandbox, given.env, given.instance, given.trajectory.patch))))
+register(Tier("tests", 0.6, _for_code(lambda given: tests_tier(given.report))))
+register(Tier("verification", 0.2, _for_code(lambda given: verification_tier(
+    given.sandbox, given.env, given.instance, given.baseline, given.trajectory.patch, given.judge))))
+# needs_patch=False: without a patch a code task's runtime and visual stay not scored, a front-end task's score 0.
+register(Tier("runtime", 0.4, lambda given: browser_tier(given, lambda web: web.runtime, _not_for_code), needs_patch=False))
+register(Tier("visual", 0.2, lambda given: browser_tier(given, lambda web: web.visual, _not_for_code), needs_patch=False))

@@ -34,6 +34,7 @@ import logging
 import math
 import os
 import secrets
+import shlex
 import shutil
 import signal
 import subprocess
@@ -81,6 +82,8 @@ _PACKAGE = Path(__file__).resolve().parents[1]
 """The `swedojo` package's directory."""
 _AFRESH = ["/tmp", "/dev"]
 """Where bubblewrap gives the sandbox file systems of its own instead of the host's."""
+_LAUNCHER_FD = 9
+"""Descriptor a `launcher` script opens its seccomp filter file on."""
 NAT = "user-mode NAT (slirp4netns), the host's loopback and addresses out of reach"
 """`Isolation.network_via` of a sandbox in a `PrivateNetwork`."""
 
@@ -233,6 +236,25 @@ class LocalConfinement:
         argv += self._setpriv() + command
         argv = argv if self._network is None else self._network.enter(argv)
         return argv if self._cgroup is None else self._cgroup.enter(argv, tool("sh"))
+
+    def launcher(self, command: list[str], name: str) -> Path:
+        """A host executable, `<root>/<name>`, that runs `command` (its own arguments appended) under
+        every confinement in force here, keeping every descriptor it was given: how a host process
+        (playwright) starts a program inside the sandbox and talks to it over inherited pipes. The
+        seccomp filter is read from a file on descriptor 9, since a memfd of ours would not reach it."""
+        seccomp = None
+        if self.isolation.seccomp:
+            (self._root / f"{name}.bpf").write_bytes(compile_bpf(self.config.network))
+            seccomp = _LAUNCHER_FD
+        env = " ".join(shlex.quote(f"{k}={v}") for k, v in (self.env() | self.config.env).items())
+        lines = ["#!/bin/sh"]
+        if seccomp is not None:
+            lines.append(f"exec {seccomp}<{shlex.quote(str(self._root / f'{name}.bpf'))}")
+        lines.append(f'exec env -i {env} {shlex.join(self._confine(command, seccomp))} "$@"')
+        path = self._root / name
+        path.write_text("\n".join(lines) + "\n")
+        path.chmod(0o700)
+        return path
 
     def _binds(self) -> list[str]:
         """bwrap arguments binding the writable directories, with the directories between one and

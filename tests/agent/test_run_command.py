@@ -43,7 +43,8 @@ def test_run_with_scripted_model_fixes_the_issue(tmp_path):
     assert "+    if value > high:" in (out / "patch.diff").read_text()
     report = json.loads((out / "report.json").read_text())
     assert [(t["name"], t["passed"], t["scored"]) for t in report["tiers"]] == [
-        ("format", True, True), ("static", True, True), ("tests", False, False), ("verification", False, False)]
+        ("format", True, True), ("static", True, True), ("tests", False, False), ("verification", False, False),
+        ("runtime", False, False), ("visual", False, False)]
     assert report["reward"] == 1.0
 
 
@@ -86,7 +87,7 @@ def test_run_says_what_was_scored_and_keeps_its_files_when_the_model_stops_answe
     assert "static not scored: no Python file changed outside the tests" in result.output
     assert "tests not scored: a raw issue names no test that checks the fix" in result.output
     report = json.loads((out / "report.json").read_text())
-    assert report["status"] == "not_graded" and [t["scored"] for t in report["tiers"]] == [True, False, False, False]
+    assert report["status"] == "not_graded" and [t["scored"] for t in report["tiers"]] == [True, False, False, False, False, False]
     assert "README.md" in (out / "patch.diff").read_text()
 
 

@@ -62,7 +62,8 @@ def test_run_launches_the_repos_environment_and_its_report_says_what_was_scored(
     report = json.loads((tmp_path / "run" / "report.json").read_text())
     assert report["status"] == "not_graded"
     assert [(t["name"], t["scored"]) for t in report["tiers"]] == [
-        ("format", True), ("static", False), ("tests", False), ("verification", False)]
+        ("format", True), ("static", False), ("tests", False), ("verification", False),
+        ("runtime", False), ("visual", False)]
     scored = ", ".join(f"{t['name']} {t['score']:.2f}" for t in report["tiers"] if t["scored"])
     assert f"not_graded: reward {report['reward']:.2f} from {scored}\n" in run.stdout
     for tier in report["tiers"][1:]:  # the console gives each unscored tier's reason, as the report does

@@ -57,7 +57,7 @@ def test_pool_scores_exactly_as_cold_and_leaves_no_container() -> None:
             assert _eventually_disjoint(ready), "the score took the warm container (and it was removed)"
             from_cold = score(cold, task, _submitted(task, patch))
             assert from_pool.status == from_cold.status == status, from_pool.error
-            assert from_pool.tiers == from_cold.tiers and len(from_pool.tiers) == 4
+            assert from_pool.tiers == from_cold.tiers and len(from_pool.tiers) == 6
             assert from_pool.reward == from_cold.reward
         assert _ours(), "the pool refilled"
     assert not _ours(), "closing the pool removed its containers"

@@ -73,7 +73,7 @@ def test_malformed_patch_fails_format_and_earns_nothing(calc):
     env, task = calc
     report = score(env, task, _run(MALFORMED), GATED)
     assert report.status == EvalStatus.PATCH_FAILED
-    assert _vector(report) == [(0.0, False)] * 4
+    assert _vector(report) == [(0.0, False)] * 4 + [None, None]  # runtime and visual: not a front-end task
     assert report.tiers[0].evidence["patch_applies"] is False and "does not apply" in report.tiers[0].evidence["apply_error"]
     assert report.tiers[1].evidence == {"skipped": "patch does not apply"}
     assert report.reward == 0.0 and _rescore(report, PARTIAL) == 0.0
@@ -126,7 +126,7 @@ def test_partial_fix_of_two_fail_to_pass_tests(calc):
     })
     report = score(env, task, _run(source_patch("calc.py", SOURCE, HALF_FIX)), GATED)
     assert report.tiers[2].evidence["fail_to_pass"] == "1/2" and report.tiers[2].evidence["pass_to_pass"] == "2/2"
-    assert _vector(report) == [(1.0, True), (1.0, True), (0.5, False), None]
+    assert _vector(report) == [(1.0, True), (1.0, True), (0.5, False), None, None, None]
     assert report.reward == 2.5 / 3 and _rescore(report, PARTIAL) == 2.5 / 3
     full = score(env, task, _run(source_patch("calc.py", SOURCE, FIXED)), GATED)
     assert full.resolved and full.reward == 1.0
@@ -136,7 +136,7 @@ def test_full_fix_passes_every_tier(calc):
     env, task = calc
     report = score(env, task, _run(task.patch), GATED)
     assert report.status == EvalStatus.RESOLVED and report.resolved
-    assert _vector(report) == [(1.0, True)] * 3 + [None]  # every test is listed: nothing else to watch
+    assert _vector(report) == [(1.0, True)] * 3 + [None] * 3  # every test is listed: nothing else to watch
     assert report.tiers[1].evidence["python_files"] == ["calc.py"]
     assert report.reward == 1.0 and _rescore(report, PARTIAL) == 1.0 and _rescore(report, BINARY) == 1.0
     assert score(env, task, _run(task.patch)).reward == 1.0  # default config too
@@ -154,7 +154,8 @@ def test_empty_patch_and_unsubmitted_runs_fail_format(calc):
     env, task = calc
     empty = score(env, task, _run(""), PARTIAL)
     assert empty.status == EvalStatus.EMPTY_PATCH and empty.reward == 0.0
-    assert [t.evidence for t in empty.tiers[1:]] == [{"skipped": "empty patch"}] * 3
+    assert [t.evidence for t in empty.tiers[1:4]] == [{"skipped": "empty patch"}] * 3
+    assert [t.evidence for t in empty.tiers[4:]] == [{"not_scored": "not a front-end task"}] * 2
     unsubmitted = score(env, task, _run(task.patch, ExitStatus.LIMIT_STEPS), GATED)
     assert unsubmitted.tiers[0].evidence["submitted"] is False
     assert unsubmitted.reward == 0.0 and _rescore(unsubmitted, PARTIAL) == 2 / 3
@@ -328,8 +329,9 @@ def test_a_new_tier_is_one_definition_and_one_registration(calc):
         report = score(env, task, _run(task.patch), RewardConfig(mode=RewardMode.PARTIAL, weights={"size": 3.0}))
     finally:
         TIERS.remove(size)
-    assert [(t.tier, t.name) for t in report.tiers][-1] == (4, "size") and report.tiers[4].evidence["patch_lines"] > 0
-    # format, static, tests at their default weights (0.1, 0.1, 0.6), verification not scored, size 0.5 at 3.0
+    assert [(t.tier, t.name) for t in report.tiers][-1] == (6, "size") and report.tiers[6].evidence["patch_lines"] > 0
+    # format, static, tests at their default weights (0.1, 0.1, 0.6), verification, runtime and visual not scored,
+    # size 0.5 at 3.0
     assert report.reward == pytest.approx((0.1 + 0.1 + 0.6 + 3.0 * 0.5) / (0.1 + 0.1 + 0.6 + 3.0))
     with pytest.raises(ValueError, match="a tier named 'format' is registered already"):
         register(Tier("format", 1.0, lambda given: Outcome(1.0, True, {})))
@@ -339,7 +341,7 @@ def test_weights_name_registered_tiers_and_not_scored_tiers_are_left_out():
     with pytest.raises(ValueError, match="no tier named speed"):
         RewardConfig(weights={"speed": 1.0})
     with pytest.raises(ValueError, match="at least one tier weight must be positive"):
-        RewardConfig(weights=dict.fromkeys(("format", "static", "tests", "verification"), 0.0))
+        RewardConfig(weights=dict.fromkeys(("format", "static", "tests", "verification", "runtime", "visual"), 0.0))
     scored = [TierScore(tier=0, name="format", score=1.0, passed=True), TierScore(tier=1, name="static", score=0.0, passed=False)]
     unscored = TierScore(tier=1, name="static", score=0.0, passed=False, scored=False)
     tests = TierScore(tier=2, name="tests", score=1.0, passed=True)
