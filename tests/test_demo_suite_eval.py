@@ -20,8 +20,10 @@ def test_gold_resolves_every_demo_task_with_full_reward(tmp_path):
     tiers = [r["report"]["tiers"] for r in rows]
     assert all(t["passed"] for vector in tiers for t in vector if t["scored"])
     assert all([t["name"] for t in vector if t["scored"]][:3] == ["format", "static", "tests"] for vector in tiers)
-    # verification is scored where the task leaves some test of the suite unlisted, else "not scored"
-    assert all(t["scored"] or t["evidence"]["not_scored"] == "no other test passed at base" for vector in tiers for t in vector)
+    # verification is scored where the task leaves some test of the suite unlisted, else "not scored";
+    # the browser tiers judge front-end tasks only
+    why = {"verification": "no other test passed at base", "runtime": "not a front-end task", "visual": "not a front-end task"}
+    assert all(t["scored"] or t["evidence"]["not_scored"] == why[t["name"]] for vector in tiers for t in vector)
 
 
 def test_empty_resolves_no_demo_task(tmp_path):
