@@ -30,6 +30,10 @@ EXECUTORS = ("local", "ray")
 RAY_TASK_RETRIES = 3
 """How often Ray runs an instance again whose worker or node died; after that it is an infra_error."""
 
+RAY_QUEUED_PER_CPU = 1
+"""Instances queued on the cluster per CPU beyond those at work, so that a node starts its next
+instance as soon as one ends rather than after a round trip to the driver."""
+
 RAY_OBJECT_STORE_BYTES = 100 * 1024**2
 """Object store of a Ray started here: results are small JSON; the default takes 30% of RAM in /dev/shm."""
 
@@ -117,12 +121,13 @@ class StageBoard:
     """A Ray actor on the driver's node: workers post what their instances are doing, the driver drains it."""
 
     def __init__(self) -> None:
-        self.said: list[tuple[str, str]] = []
+        self.said: list[tuple[str, str, bool]] = []
 
-    def post(self, instance_id: str, what: str) -> None:
-        self.said.append((instance_id, what))
+    def post(self, instance_id: str, what: str, first: bool = False) -> None:
+        """`first`: the instance has started (on this attempt)."""
+        self.said.append((instance_id, what, first))
 
-    def drain(self) -> list[tuple[str, str]]:
+    def drain(self) -> list[tuple[str, str, bool]]:
         said, self.said = self.said, []
         return said
 
@@ -149,16 +154,13 @@ def run_on_ray_worker(work: InstanceWork, instance: TaskInstance, board: Any) ->
                 f"Ray node {node} cannot see {path}: --executor ray needs the driver's paths (suite repos, run "
                 "directory) on every node, e.g. a shared filesystem mounted at the same place")
 
-    def said(what: str) -> None:
-        board.post.remote(instance.instance_id, what)
-
-    said(f"starting on {node}")
-    return work(instance, said)
+    board.post.remote(instance.instance_id, f"starting on {node}", True)
+    return work(instance, lambda what: board.post.remote(instance.instance_id, what))
 
 
 class RayExecutor:
-    """One Ray task per instance, at most as many running as the cluster has CPUs; results are
-    collected here as they finish. Without `address` a Ray of `workers` CPUs is started in this
+    """One Ray task per instance, as many at work as the cluster has CPUs and as many queued;
+    results are collected here as they finish. Without `address` a Ray of `workers` CPUs is started in this
     process (and stopped after the run); with one, that cluster is joined (and left)."""
 
     def __init__(self, address: str | None = None, workers: int = 1) -> None:
@@ -202,36 +204,54 @@ class RayExecutor:
         shipped = ray.put(work)  # once, not with every task
         running: dict[ray.ObjectRef, TaskInstance] = {}
         by_id: dict[str, TaskInstance] = {}
+        started: set[str] = set()
+        cancelled: set[ray.ObjectRef] = set()
 
         def drain() -> None:
-            for instance_id, what in ray.get(board.drain.remote()):
+            for instance_id, what, first in ray.get(board.drain.remote()):
                 if instance_id in by_id:  # a stage may arrive after its result
+                    started.update([instance_id] if first else [])
                     on_stage(by_id[instance_id], what)
 
-        while True:
-            while not (stop is not None and stop.is_set()) and len(running) < _cluster_cpus(ray):
-                instance = next(queue, None)
-                if instance is None:
+        try:
+            while True:
+                stopped = stop is not None and stop.is_set()
+                while not stopped and len(running) < (1 + RAY_QUEUED_PER_CPU) * _cluster_cpus(ray):
+                    instance = next(queue, None)
+                    if instance is None:
+                        break
+                    by_id[instance.instance_id] = instance
+                    on_stage(instance, "queued on Ray")
+                    running[task.remote(shipped, instance, board)] = instance
+                if not running:
                     break
-                by_id[instance.instance_id] = instance
-                on_stage(instance, "queued on Ray")
-                running[task.remote(shipped, instance, board)] = instance
-            if not running:
-                break
-            done, _ = ray.wait(list(running), num_returns=1, timeout=0.5)
-            drain()
-            for ref in done:
-                instance = running.pop(ref)
-                del by_id[instance.instance_id]
-                record(_result(ray, ref, instance, work))
+                done, _ = ray.wait(list(running), num_returns=1, timeout=0.2)
+                drain()
+                for ref in done:
+                    instance = running.pop(ref)
+                    del by_id[instance.instance_id]
+                    if (result := _result(ray, ref, instance, work)) is not None:
+                        record(result)
+                if stopped:  # those still queued do not start (a resume runs them); those at work finish
+                    for ref in set(running) - cancelled:
+                        if running[ref].instance_id not in started:
+                            ray.cancel(ref)
+                            cancelled.add(ref)
+        except BaseException:
+            for ref in running:  # a driver that stays connected leaves no work behind
+                ray.cancel(ref)
+            raise
 
 
-def _result(ray: Any, ref: ray.ObjectRef, instance: TaskInstance, work: InstanceWork) -> InstanceResult:
-    """The task's result; a task Ray gave up on (its retries spent) is the instance's infra_error."""
-    from ray.exceptions import RayError, RayTaskError
+def _result(ray: Any, ref: ray.ObjectRef, instance: TaskInstance, work: InstanceWork) -> InstanceResult | None:
+    """The task's result; a task Ray gave up on (its retries spent) is the instance's infra_error;
+    None for one cancelled at a stop (it has no result)."""
+    from ray.exceptions import RayError, RayTaskError, TaskCancelledError
 
     try:
         return ray.get(ref)
+    except TaskCancelledError:
+        return None
     except RayTaskError as exc:
         if isinstance(exc.cause, SharedFilesystemError):
             raise exc.cause from None

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import threading
 
 import pytest
 import ray
@@ -91,6 +92,22 @@ def test_a_worker_node_killed_mid_run_loses_no_instance_and_duplicates_none(clus
     lost = killed[0]
     starts = [what for instance_id, what in stages if instance_id == lost and what.startswith("starting on ")]
     assert starts == ["starting on second", "starting on head"], stages  # run again on the node that is left
+
+
+def test_a_stopped_ray_run_starts_nothing_more_and_resumes_to_each_instance_once(cluster, tmp_path):
+    suite = load_suite("demo")
+    instances = suite.loaded.instances
+    resolver = EnvironmentResolver(backend="local", mirror=suite.mirror)
+    out, stop = tmp_path / "run", threading.Event()
+    first = evaluate(instances, lambda: make_policy("gold"), resolver, out, "demo", on_result=lambda r: stop.set(),
+                     stop=stop, executor=RayExecutor(cluster.address))
+    # At most four were sent (two at work, one queued per CPU); after the stop none more, and those
+    # still queued are called back.
+    assert 1 <= len(_rows(out)) <= 4 and first.not_started == len(instances) - len(_rows(out))
+    resumed = evaluate(instances, lambda: make_policy("gold"), resolver, out, "demo", executor=RayExecutor(cluster.address))
+    rows = _rows(out)
+    assert sorted(r["instance_id"] for r in rows) == sorted(i.instance_id for i in instances)
+    assert resumed.resolved == resumed.total == len(instances) and resumed.not_started == 0
 
 
 def test_a_node_that_cannot_see_the_suite_repos_ends_the_run_clearly(cluster, tmp_path):
