@@ -13,7 +13,7 @@ $(BIN)/python:
 # torch first, pinned: on this machine the CPU build lies on disk; elsewhere pip takes the normal wheel.
 $(STAMP): $(BIN)/python pyproject.toml
 	$(BIN)/pip install -q torch==2.13.0
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test,ray]'
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -181,6 +181,10 @@ def eval_command(
     restart: bool = typer.Option(False, help="Set an existing run's results aside (to previous-<time>/) and start over."),
     instance_timeout: float = typer.Option(None, min=1, help="Wall-clock budget per instance in seconds, agent "
                                            "and grading together; past it the instance is timed_out."),
+    executor: str = typer.Option("local", help="Where instances run: local (--workers threads here) or ray (a task each "
+                                 "on a Ray cluster; every node must see this machine's paths, e.g. a shared filesystem)."),
+    address: str = typer.Option(None, help="For --executor ray: the cluster to join (host:port of `ray start --head`); "
+                                "without it a Ray of --workers CPUs is started here for the run."),
 ) -> None:
     """Evaluate a policy, or grade a predictions file, on a bench suite: per-instance results, summary,
     sb-cli predictions, SWE-bench's reports.
@@ -200,6 +204,8 @@ def eval_command(
         suite_sha256,
         to_grade,
     )
+    from swedojo.executors import ExecutorError
+    from swedojo.executors import executor as make_executor
     from swedojo.rewards.compose import RewardConfig
     from swedojo.rollout import EnvironmentResolver
     from swedojo.rundir import RunInUseError, RunManifest
@@ -208,6 +214,9 @@ def eval_command(
         if rewards not in ("tiers", "resolved"):
             raise ValueError(f"unknown --rewards {rewards!r}; choose tiers or resolved")
         pooled = sandbox_backend(backend).pooled
+        runner = make_executor(executor, workers, address)
+        if pool > 0 and executor != "local":
+            raise ValueError("--pool keeps warm sandboxes in this process: it is for --executor local")
         model_backend = _load_model(model, api_key_env) if policy == "model" and model else None
         agent = _agent_config(max_steps)
         preds = load_predictions(predictions) if predictions else None
@@ -264,7 +273,10 @@ def eval_command(
             summary = evaluate(instances, lambda: make_policy(policy, model_backend, trajectories, agent, patches), resolver,
                                out, suite, loaded_suite.loaded.errors, workers, show, reward_config,
                                on_stage=lambda instance, what: board.stage(instance.instance_id, what), stop=stop,
-                               predictions=preds, instance_timeout_s=instance_timeout)
+                               predictions=preds, instance_timeout_s=instance_timeout, executor=runner)
+    except ExecutorError as exc:
+        console.print(f"[red]error:[/red] {escape(str(exc))}; resume with: {resume}")
+        raise typer.Exit(2) from None
     except KeyboardInterrupt:
         done = len(RunDir(out).read_results())
         console.print(f"[red]interrupted[/red]: {done} of {len(instances)} instances have results, the running ones "

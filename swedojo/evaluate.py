@@ -20,12 +20,14 @@ from collections import Counter
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from swedojo.agent.base import Policy
 from swedojo.datasets.io import RecordError
 from swedojo.datasets.predictions import PredictionsFile
+from swedojo.executors import Executor, LocalExecutor
 from swedojo.progress import reporting
 from swedojo.rewards.compose import RewardConfig
 from swedojo.rewards.swebench_reports import run_report, write_instance_files
@@ -76,6 +78,53 @@ def suite_sha256(instances: list[TaskInstance]) -> str:
     for instance in instances:
         digest.update(instance.model_dump_json().encode())
     return digest.hexdigest()
+
+
+class InstanceJob:
+    """One instance of this run: `evaluate_instance` with the run's resolver, policy, rewards,
+    budget and files.
+
+    Sent to another process (a Ray worker) it travels as settings, and that process keeps one
+    resolver and one `BaselineCache` per run for all its instances, so launched environments and
+    the suite's runs at base are shared there as they are between this process's threads.
+    """
+
+    def __init__(self, resolver: EnvironmentResolver, policy_factory: Callable[[], Policy], run_dir: RunDir,
+                 rewards: RewardConfig | None, budget_s: float | None = None,
+                 baselines: BaselineCache | None = None) -> None:
+        self.resolver, self.policy_factory, self.run_dir, self.rewards = resolver, policy_factory, run_dir, rewards
+        self.budget_s = budget_s
+        self.baselines = baselines or (BaselineCache(run_dir.baselines) if rewards else None)
+
+    def __call__(self, instance: TaskInstance, said: Callable[[str], None]) -> InstanceResult:
+        return evaluate_instance(instance, self.resolver, self.policy_factory(), self.run_dir.trajectory(instance.instance_id),
+                                 self.rewards, self.baselines, self.budget_s, said)
+
+    def lost(self, instance: TaskInstance, error: str) -> InstanceResult:
+        report = RewardReport(instance_id=instance.instance_id, status=EvalStatus.INFRA_ERROR, error=error)
+        return InstanceResult(instance_id=instance.instance_id, repo=instance.repo, policy=self.policy_factory().name,
+                              status=EvalStatus.INFRA_ERROR, resolved=False, exit_status=ExitStatus.INFRA_ERROR,
+                              error=error, report=report)
+
+    def paths(self) -> list[Path]:
+        return [path for path in (self.resolver.mirror, self.run_dir.root) if path is not None]
+
+    def __reduce__(self) -> tuple[Callable[..., InstanceJob], tuple[Any, ...]]:
+        return _job_in_this_process, (self.resolver.model_dump_json(), self.policy_factory, self.run_dir.root, self.rewards,
+                                      self.budget_s)
+
+
+_kept: dict[tuple[str, Path], tuple[EnvironmentResolver, BaselineCache]] = {}
+"""A worker process's resolver and baselines per (resolver settings, run directory), for `InstanceJob`."""
+
+
+def _job_in_this_process(resolver: str, policy_factory: Callable[[], Policy], root: Path, rewards: RewardConfig | None,
+                         budget_s: float | None) -> InstanceJob:
+    run_dir = RunDir(root)
+    if (resolver, root) not in _kept:
+        _kept[resolver, root] = (EnvironmentResolver.model_validate_json(resolver), BaselineCache(run_dir.baselines))
+    kept, baselines = _kept[resolver, root]
+    return InstanceJob(kept, policy_factory, run_dir, rewards, budget_s, baselines if rewards else None)
 
 
 class RunMismatchError(Exception):
@@ -215,6 +264,7 @@ def evaluate(
     stop: threading.Event | None = None,
     predictions: PredictionsFile | None = None,
     instance_timeout_s: float | None = None,
+    executor: Executor | None = None,
 ) -> Summary:
     """Evaluate every instance without a result in `out/results.jsonl` (or with an infra_error one)
     and write the run's files; `claim` the directory first to have its inputs recorded and checked.
@@ -226,7 +276,8 @@ def evaluate(
     instance is doing as it changes (starting, the agent, grading, tier 3's suite runs, ...).
     With `predictions`, only the instances it has a patch for are graded (`to_grade`); the policy
     is the caller's (`predictions`, which submits them). `instance_timeout_s`: each instance's
-    wall-clock budget (see `evaluate_instance`).
+    wall-clock budget (see `evaluate_instance`). `executor` runs the instances (default: `workers`
+    threads here); their results come back here and only this process writes `out`.
 
     Killed at any moment, the same call again ends with every instance once in `results.jsonl`:
     the directory is locked against a second live run, results are appended whole (a line cut by
@@ -237,7 +288,7 @@ def evaluate(
     run_dir.hold()
     try:
         return _evaluate(instances, policy_factory, resolver, run_dir, suite_name, record_errors, workers, on_result,
-                         rewards, on_stage, stop, instance_timeout_s, predictions)
+                         rewards, on_stage, stop, instance_timeout_s, predictions, executor)
     finally:
         run_dir.release()
 
@@ -256,22 +307,15 @@ def _evaluate(
     stop: threading.Event | None,
     instance_timeout_s: float | None,
     predictions: PredictionsFile | None,
+    executor: Executor | None,
 ) -> Summary:
     done = run_dir.compact_results()
     graded = to_grade(instances, predictions)
     todo = _pending(graded, done)
     lock = threading.Lock()
     policy_name = policy_factory().name
-    baselines = BaselineCache(run_dir.baselines) if rewards else None
 
-    def work(instance: TaskInstance) -> None:
-        def said(what: str) -> None:
-            if on_stage:
-                on_stage(instance, what)
-
-        said("starting")
-        result = evaluate_instance(instance, resolver, policy_factory(), run_dir.trajectory(instance.instance_id),
-                                   rewards, baselines, instance_timeout_s, said)
+    def record(result: InstanceResult) -> None:
         write_instance_files(run_dir.instance_logs(result.instance_id), result)
         with lock:
             run_dir.append_result(result)
@@ -279,31 +323,12 @@ def _evaluate(
             if on_result:
                 on_result(result)
 
-    queue = iter(todo)
-    failures: list[Exception] = []
+    def staged(instance: TaskInstance, what: str) -> None:
+        if on_stage:
+            on_stage(instance, what)
 
-    def take() -> TaskInstance | None:
-        with lock:
-            stopped = failures or (stop is not None and stop.is_set())
-            return None if stopped else next(queue, None)
-
-    def worker() -> None:
-        try:
-            while (instance := take()) is not None:
-                work(instance)
-        except Exception as exc:  # raised again in the caller's thread
-            with lock:
-                failures.append(exc)
-
-    # Daemon threads, so that a KeyboardInterrupt in the caller's thread can end the process at once
-    # (a pool's threads are waited for at exit); the running sandboxes end with the process.
-    threads = [threading.Thread(target=worker, name=f"swedojo-eval-{n}", daemon=True) for n in range(max(1, workers))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if failures:
-        raise failures[0]
+    work = InstanceJob(resolver, policy_factory, run_dir, rewards, instance_timeout_s)
+    (executor or LocalExecutor(workers)).run(todo, work, record, staged, stop)
     run_dir.compact_results()  # a retried infra_error's earlier line goes
 
     ordered = [done[i.instance_id] for i in graded if i.instance_id in done]

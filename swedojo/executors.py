@@ -1,0 +1,286 @@
+"""Where `dojo eval`'s instances run: threads of this process (`local`) or tasks on a Ray cluster (`ray`).
+
+Either way each instance is one call of the run's `InstanceWork`, and its result comes back to the
+caller's `record` once: only the driver writes the run directory, so resume and exactly-once are
+the same whatever ran the instance.
+
+Ray: one task per instance rather than an actor per worker. A task lost with its node is retried
+by Ray elsewhere (`max_retries`), the cluster balances the tasks over its CPUs, and nodes may come
+and go during a run; what an actor would keep between instances (launched environments, the
+suite's runs at base) a worker process keeps anyway (see `evaluate.InstanceJob`). Workers read and
+write the driver's paths (the suite's repos, the run directory): the cluster shares one filesystem,
+and a task on a node that cannot see them ends the run with `SharedFilesystemError`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from swedojo.rundir import InstanceResult
+from swedojo.schema import TaskInstance
+
+if TYPE_CHECKING:
+    import ray
+
+EXECUTORS = ("local", "ray")
+
+RAY_TASK_RETRIES = 3
+"""How often Ray runs an instance again whose worker or node died; after that it is an infra_error."""
+
+RAY_QUEUED_PER_CPU = 1
+"""Instances queued on the cluster per CPU beyond those at work, so that a node starts its next
+instance as soon as one ends rather than after a round trip to the driver."""
+
+RAY_OBJECT_STORE_BYTES = 100 * 1024**2
+"""Object store of a Ray started here: results are small JSON; the default takes 30% of RAM in /dev/shm."""
+
+
+class InstanceWork(Protocol):
+    """One instance's work, the same for every executor; picklable, for Ray."""
+
+    def __call__(self, instance: TaskInstance, said: Callable[[str], None]) -> InstanceResult:
+        """Run `instance` to its result (never raises for the instance's own failures); `said` hears its stages."""
+
+    def lost(self, instance: TaskInstance, error: str) -> InstanceResult:
+        """The infra_error result of an instance whose run was lost (a resume tries it again)."""
+
+    def paths(self) -> list[Path]:
+        """What a worker must see: the suite's repos and the run directory."""
+
+
+Record = Callable[[InstanceResult], None]
+Staged = Callable[[TaskInstance, str], None]
+
+
+class Executor(Protocol):
+    """Runs the instances and hands each result to `record` (from any of this process's threads), once."""
+
+    def run(self, todo: Iterable[TaskInstance], work: InstanceWork, record: Record, on_stage: Staged,
+            stop: threading.Event | None) -> None:
+        """Run every instance of `todo` until `stop` is set (then none starts; those running finish).
+        A failure of `record` or of the work itself ends the run."""
+
+
+class ExecutorError(Exception):
+    """The executor cannot run the instances at all (base of the causes below)."""
+
+
+class RayUnavailableError(ExecutorError):
+    """`--executor ray` without the `ray` package."""
+
+
+class RayClusterError(ExecutorError):
+    """No Ray cluster answers at `--address`, or one cannot be started here."""
+
+
+class SharedFilesystemError(ExecutorError):
+    """A Ray worker cannot see a path of the run (suite repos, run directory): the cluster shares no filesystem."""
+
+
+class LocalExecutor:
+    """`workers` threads of this process, each taking the next instance when it is done."""
+
+    def __init__(self, workers: int = 1) -> None:
+        self.workers = max(1, workers)
+
+    def run(self, todo: Iterable[TaskInstance], work: InstanceWork, record: Record, on_stage: Staged,
+            stop: threading.Event | None) -> None:
+        queue = iter(todo)
+        lock = threading.Lock()
+        failures: list[Exception] = []
+
+        def take() -> TaskInstance | None:
+            with lock:
+                stopped = failures or (stop is not None and stop.is_set())
+                return None if stopped else next(queue, None)
+
+        def worker() -> None:
+            try:
+                while (instance := take()) is not None:
+                    on_stage(instance, "starting")
+                    record(work(instance, lambda what, instance=instance: on_stage(instance, what)))
+            except Exception as exc:  # noqa: BLE001 (raised again in the caller's thread)
+                with lock:
+                    failures.append(exc)
+
+        # Daemon threads, so that a KeyboardInterrupt in the caller's thread can end the process at once
+        # (a pool's threads are waited for at exit); the running sandboxes end with the process.
+        threads = [threading.Thread(target=worker, name=f"swedojo-eval-{n}", daemon=True) for n in range(self.workers)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if failures:
+            raise failures[0]
+
+
+class StageBoard:
+    """A Ray actor on the driver's node: workers post what their instances are doing, the driver drains it."""
+
+    def __init__(self) -> None:
+        self.said: list[tuple[str, str, bool]] = []
+
+    def post(self, instance_id: str, what: str, first: bool = False) -> None:
+        """`first`: the instance has started (on this attempt)."""
+        self.said.append((instance_id, what, first))
+
+    def drain(self) -> list[tuple[str, str, bool]]:
+        said, self.said = self.said, []
+        return said
+
+
+_node_names: dict[str, str] = {}
+
+
+def _node_name() -> str:
+    """This worker's node, as `ray start --node-name` named it (default: its IP address)."""
+    import ray
+
+    node_id = ray.get_runtime_context().get_node_id()
+    if node_id not in _node_names:
+        _node_names.update({n["NodeID"]: n.get("NodeName") or n["NodeManagerAddress"] for n in ray.nodes()})
+    return _node_names.get(node_id, node_id[:8])
+
+
+def run_on_ray_worker(work: InstanceWork, instance: TaskInstance, board: Any) -> InstanceResult:
+    """The body of one instance's Ray task: check the run's paths are visible here, then do the work."""
+    node = _node_name()
+    for path in work.paths():
+        if not path.is_dir():
+            raise SharedFilesystemError(
+                f"Ray node {node} cannot see {path}: --executor ray needs the driver's paths (suite repos, run "
+                "directory) on every node, e.g. a shared filesystem mounted at the same place")
+
+    board.post.remote(instance.instance_id, f"starting on {node}", True)
+    return work(instance, lambda what: board.post.remote(instance.instance_id, what))
+
+
+class RayExecutor:
+    """One Ray task per instance, as many at work as the cluster has CPUs and as many queued;
+    results are collected here as they finish. Without `address` a Ray of `workers` CPUs is started in this
+    process (and stopped after the run); with one, that cluster is joined (and left)."""
+
+    def __init__(self, address: str | None = None, workers: int = 1) -> None:
+        self.address = address
+        self.workers = max(1, workers)
+
+    def run(self, todo: Iterable[TaskInstance], work: InstanceWork, record: Record, on_stage: Staged,
+            stop: threading.Event | None) -> None:
+        ray = _import_ray()
+        started = self._connect(ray)
+        try:
+            self._run(ray, iter(todo), work, record, on_stage, stop)
+        finally:
+            if started:
+                ray.shutdown()  # the driver's tasks still running are ended with it
+
+    def _connect(self, ray: Any) -> bool:
+        """Join or start Ray; False when this process was connected already (it stays so)."""
+        if ray.is_initialized():
+            return False
+        quiet = {"log_to_driver": False, "logging_level": "WARNING", "configure_logging": True}
+        try:
+            if self.address:
+                ray.init(address=self.address, **quiet)
+            else:
+                ray.init(num_cpus=self.workers, include_dashboard=False, object_store_memory=RAY_OBJECT_STORE_BYTES,
+                         **quiet)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            where = f"at {self.address}" if self.address else "here"
+            raise RayClusterError(f"no Ray cluster {where}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") \
+                from exc
+        return True
+
+    def _run(self, ray: Any, queue: Iterator[TaskInstance], work: InstanceWork, record: Record, on_stage: Staged,
+             stop: threading.Event | None) -> None:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+        board = ray.remote(num_cpus=0)(StageBoard).options(scheduling_strategy=here).remote()
+        task = ray.remote(num_cpus=1, max_retries=RAY_TASK_RETRIES)(run_on_ray_worker)
+        shipped = ray.put(work)  # once, not with every task
+        running: dict[ray.ObjectRef, TaskInstance] = {}
+        by_id: dict[str, TaskInstance] = {}
+        started: set[str] = set()
+        cancelled: set[ray.ObjectRef] = set()
+
+        def drain() -> None:
+            for instance_id, what, first in ray.get(board.drain.remote()):
+                if instance_id in by_id:  # a stage may arrive after its result
+                    started.update([instance_id] if first else [])
+                    on_stage(by_id[instance_id], what)
+
+        try:
+            while True:
+                stopped = stop is not None and stop.is_set()
+                while not stopped and len(running) < (1 + RAY_QUEUED_PER_CPU) * _cluster_cpus(ray):
+                    instance = next(queue, None)
+                    if instance is None:
+                        break
+                    by_id[instance.instance_id] = instance
+                    on_stage(instance, "queued on Ray")
+                    running[task.remote(shipped, instance, board)] = instance
+                if not running:
+                    break
+                done, _ = ray.wait(list(running), num_returns=1, timeout=0.2)
+                drain()
+                for ref in done:
+                    instance = running.pop(ref)
+                    del by_id[instance.instance_id]
+                    if (result := _result(ray, ref, instance, work)) is not None:
+                        record(result)
+                if stopped:  # those still queued do not start (a resume runs them); those at work finish
+                    for ref in set(running) - cancelled:
+                        if running[ref].instance_id not in started:
+                            ray.cancel(ref)
+                            cancelled.add(ref)
+        except BaseException:
+            for ref in running:  # a driver that stays connected leaves no work behind
+                ray.cancel(ref)
+            raise
+
+
+def _result(ray: Any, ref: ray.ObjectRef, instance: TaskInstance, work: InstanceWork) -> InstanceResult | None:
+    """The task's result; a task Ray gave up on (its retries spent) is the instance's infra_error;
+    None for one cancelled at a stop (it has no result)."""
+    from ray.exceptions import RayError, RayTaskError, TaskCancelledError
+
+    try:
+        return ray.get(ref)
+    except TaskCancelledError:
+        return None
+    except RayTaskError as exc:
+        if isinstance(exc.cause, SharedFilesystemError):
+            raise exc.cause from None
+        raise  # the work itself failed: a bug, ends the run as with the local executor
+    except RayError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return work.lost(instance, f"ray: {type(exc).__name__} after {RAY_TASK_RETRIES} retries: {first}")
+
+
+def _cluster_cpus(ray: Any) -> int:
+    """The CPUs of the cluster's live nodes now (at least 1: with none, tasks wait for a node)."""
+    return max(1, int(ray.cluster_resources().get("CPU", 0)))
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+    except ImportError:
+        raise RayUnavailableError("--executor ray needs the ray package: pip install 'swedojo[ray]'") from None
+    return ray
+
+
+def executor(name: str, workers: int = 1, address: str | None = None) -> Executor:
+    """The executor called `name` (one of `EXECUTORS`)."""
+    if name == "local":
+        if address:
+            raise ValueError("--address is for --executor ray")
+        return LocalExecutor(workers)
+    if name == "ray":
+        return RayExecutor(address, workers)
+    raise ValueError(f"unknown --executor {name!r}; choose {' or '.join(EXECUTORS)}")
+
