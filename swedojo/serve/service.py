@@ -32,7 +32,7 @@ from swedojo.rewards.tiers import BaselineCache
 from swedojo.rollout import EnvironmentResolver, run_instance
 from swedojo.rundir import InstanceResult
 from swedojo.sandboxes.scope import SandboxScope, scoped
-from swedojo.schema import EvalStatus, TaskInstance, Trajectory
+from swedojo.schema import EvalStatus, ExitStatus, RewardReport, TaskInstance, Trajectory
 from swedojo.serve.api import (
     BatchCreated,
     BatchReport,
@@ -248,8 +248,16 @@ class RolloutService:
             batch.running += 1
         instance = group.instance
         path = batch.directory / "trajectories" / f"{instance.instance_id}__s{attempt}.json"
-        with scoped(batch.scope):
-            result = run_instance(instance, batch.resolver, batch.policy, path, batch.rewards, batch.baselines)
+        try:
+            with scoped(batch.scope):
+                result = run_instance(instance, batch.resolver, batch.policy, path, batch.rewards, batch.baselines)
+        except Exception as exc:  # the harness itself failed (e.g. the trajectory could not be written)
+            error = f"harness: {type(exc).__name__}: {exc}".splitlines()[0]
+            result = InstanceResult(
+                instance_id=instance.instance_id, repo=instance.repo, policy=batch.policy.name,
+                status=EvalStatus.INFRA_ERROR, resolved=False, exit_status=ExitStatus.INFRA_ERROR, error=error,
+                report=RewardReport(instance_id=instance.instance_id, status=EvalStatus.INFRA_ERROR, error=error),
+            )
         sample = self._sample(batch, result, path, start, self._version)
         with batch.cond:
             if batch.state != BatchState.RUNNING:
