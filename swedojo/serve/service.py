@@ -32,7 +32,13 @@ from swedojo.rewards.tiers import BaselineCache
 from swedojo.rollout import EnvironmentResolver, run_instance
 from swedojo.rundir import InstanceResult
 from swedojo.sandboxes.scope import SandboxScope, scoped
-from swedojo.schema import EvalStatus, ExitStatus, RewardReport, TaskInstance, Trajectory
+from swedojo.schema import (
+    EvalStatus,
+    ExitStatus,
+    RewardReport,
+    TaskInstance,
+    Trajectory,
+)
 from swedojo.serve.api import (
     BatchCreated,
     BatchReport,
@@ -251,7 +257,7 @@ class RolloutService:
         try:
             with scoped(batch.scope):
                 result = run_instance(instance, batch.resolver, batch.policy, path, batch.rewards, batch.baselines)
-        except Exception as exc:  # the harness itself failed (e.g. the trajectory could not be written)
+        except Exception as exc:  # noqa: BLE001 (the harness failed, e.g. the trajectory could not be written)
             error = f"harness: {type(exc).__name__}: {exc}".splitlines()[0]
             result = InstanceResult(
                 instance_id=instance.instance_id, repo=instance.repo, policy=batch.policy.name,

@@ -20,8 +20,8 @@ from swedojo.schema import ToolCall, Trajectory
 from swedojo.tools.formats import get_format
 
 GLM = get_format("glm")
-FIX = dict(command="str_replace", path="calc.py", old_str="        return low\n    return value",
-           new_str="        return low\n    if value > high:\n        return high\n    return value")
+FIX = {"command": "str_replace", "path": "calc.py", "old_str": "        return low\n    return value",
+       "new_str": "        return low\n    if value > high:\n        return high\n    return value"}
 
 
 def call(name: str, **arguments) -> str:
