@@ -26,6 +26,7 @@ from swedojo.sandboxes.cli import sandbox_app
 from swedojo.sandboxes.registry import backend as sandbox_backend
 from swedojo.sandboxes.registry import names as sandbox_backends
 from swedojo.schema import ALL_SCHEMAS
+from swedojo.serve.cli import serve_command
 from swedojo.tools.cli import tools_command
 
 if TYPE_CHECKING:
@@ -55,6 +56,7 @@ app.command("mismatch")(mismatch_command)
 app.command("gen")(gen_command)
 app.command("launch")(launch_command(_setup_agent))
 app.add_typer(sandbox_app, name="sandbox")
+app.command("serve")(serve_command)
 
 
 def _print_version(asked: bool) -> None:

@@ -1,0 +1,338 @@
+"""The rollout service's engine: batches of groups rolled out concurrently, reported as they finish.
+
+Each sample is `rollout.run_instance` (environment, policy, fresh-sandbox grading) on a shared
+pool of `max_concurrent` worker threads; its trajectory is written under
+`<root>/<batch id>/trajectories/`, and its token record is built from that file by
+`rewards.export.token_record`, so a record always re-derives from what is on disk. Every
+sandbox a batch opens joins the batch's `SandboxScope`: cancelling the batch stops them all.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from swedojo.agent.backends import (
+    BackendError,
+    ModelBackend,
+    SamplingParams,
+    load_backend,
+)
+from swedojo.agent.loop import AgentConfig, LoopLimits, ModelPolicy
+from swedojo.datasets.io import SuiteFormatError, select_instances
+from swedojo.datasets.registry import SUITES, load_suite
+from swedojo.rewards.advantages import AdvantageConfig, group_advantages
+from swedojo.rewards.compose import RewardConfig
+from swedojo.rewards.export import Sample, TokenMismatchError, token_record
+from swedojo.rewards.tiers import BaselineCache
+from swedojo.rollout import EnvironmentResolver, run_instance
+from swedojo.rundir import InstanceResult
+from swedojo.sandboxes.scope import SandboxScope, scoped
+from swedojo.schema import (
+    EvalStatus,
+    ExitStatus,
+    RewardReport,
+    TaskInstance,
+    Trajectory,
+)
+from swedojo.serve.api import (
+    BatchCreated,
+    BatchReport,
+    BatchRequest,
+    BatchState,
+    DroppedGroup,
+    GroupOut,
+    GroupPage,
+    SampleOut,
+    SampleOutcome,
+)
+from swedojo.serve.groups import Done, Drop, Refill, decide, is_stale
+
+if TYPE_CHECKING:
+    from swedojo.sandboxes.pool import SandboxPool
+
+
+class ServiceError(Exception):
+    """Base of the errors the service answers a call with."""
+
+
+class UnknownBatchError(ServiceError):
+    """No batch has that id."""
+
+
+class BadBatchError(ServiceError):
+    """The batch cannot be run: unknown suite or instance, or a model that cannot be loaded."""
+
+
+class VersionRegressionError(ServiceError):
+    """A weight version older than the current one: versions only go forward."""
+
+
+@dataclass
+class _Group:
+    instance: TaskInstance
+    valid: list[SampleOut] = field(default_factory=list)
+    in_flight: int = 0
+    """Samples launched and not finished (queued or running)."""
+    attempts: int = 0
+    refills: int = 0
+    closed: bool = False
+
+
+@dataclass
+class _Batch:
+    batch_id: str
+    request: BatchRequest
+    directory: Path
+    resolver: EnvironmentResolver
+    policy: ModelPolicy
+    rewards: RewardConfig | None
+    baselines: BaselineCache | None
+    groups: dict[str, _Group]
+    scope: SandboxScope = field(default_factory=SandboxScope)
+    cond: threading.Condition = field(default_factory=threading.Condition)
+    state: BatchState = BatchState.RUNNING
+    feed: list[GroupOut] = field(default_factory=list)
+    dropped: list[DroppedGroup] = field(default_factory=list)
+    started: int = 0
+    running: int = 0
+    refilled: int = 0
+    infra_failures: int = 0
+    stale_drops: int = 0
+
+
+IN_PROCESS_OPTIONS = {"record_routing": True}
+"""In-process models record the experts each token was routed to (`rollout_routed_experts`)."""
+
+
+class RolloutService:
+    """Runs submitted batches; thread-safe, one per process (`dojo serve`)."""
+
+    def __init__(self, root: Path, *, backend: str = "local", max_concurrent: int = 4,
+                 pool: SandboxPool | None = None, mirror: Path | None = None) -> None:
+        """`root`: where each batch's directory goes. `pool`: warm docker sandboxes (the caller closes it).
+        `mirror`: local repos as owner/name for every suite."""
+        self.root = root
+        self.backend = backend
+        self.mirror = mirror
+        self.pool = pool
+        self._executor = ThreadPoolExecutor(max_workers=max(1, max_concurrent), thread_name_prefix="swedojo-serve")
+        self._lock = threading.Lock()
+        self._version = 0
+        self._batches: dict[str, _Batch] = {}
+        self._models: dict[str, ModelBackend] = {}
+        self._models_lock = threading.Lock()
+
+    @property
+    def version(self) -> int:
+        """The current weight version."""
+        return self._version
+
+    def set_version(self, version: int) -> int:
+        """Make `version` current; VersionRegressionError when it is older than the current one."""
+        with self._lock:
+            if version < self._version:
+                raise VersionRegressionError(f"weight version {version} is older than the current {self._version}")
+            self._version = version
+            return version
+
+    def submit(self, request: BatchRequest) -> BatchCreated:
+        """Start `group_size` samples of every selected instance; BadBatchError when it cannot run."""
+        try:
+            suite = load_suite(request.suite, self.mirror)
+            instances = select_instances(suite.loaded.instances, request.instance_ids)
+        except (SuiteFormatError, ValueError, OSError) as exc:
+            raise BadBatchError(str(exc)) from exc
+        if not instances:
+            raise BadBatchError(f"suite {request.suite} holds no instance to roll out")
+        model = self._model(request.model, request.api_key_env)
+        if request.weight_version is not None:
+            with self._lock:
+                self._version = max(self._version, request.weight_version)
+        batch_id = f"batch-{secrets.token_hex(4)}"
+        directory = self.root / batch_id
+        directory.mkdir(parents=True)
+        sampling = request.sampling
+        agent = AgentConfig(
+            limits=LoopLimits(max_steps=sampling.max_steps),
+            sampling=SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,
+                                    max_new_tokens=sampling.max_new_tokens),
+        )
+        launch = request.launch if request.launch is not None else request.suite not in SUITES
+        resolver = EnvironmentResolver(backend=self.backend, mirror=suite.mirror, launch=launch,
+                                       launch_dir=self.root / "environments", pool=self.pool)
+        rewards = RewardConfig() if request.rewards == "tiers" else None
+        batch = _Batch(
+            batch_id=batch_id, request=request, directory=directory, resolver=resolver,
+            policy=ModelPolicy(model, agent), rewards=rewards,
+            baselines=BaselineCache(directory / "baselines") if rewards else None,
+            groups={i.instance_id: _Group(instance=i) for i in instances},
+        )
+        with self._lock:
+            self._batches[batch_id] = batch
+        with batch.cond:
+            for group in batch.groups.values():
+                self._launch(batch, group, request.group_size)
+        return BatchCreated(batch_id=batch_id, groups=len(instances), samples=len(instances) * request.group_size)
+
+    def report(self, batch_id: str) -> BatchReport:
+        """The batch's counts so far."""
+        batch = self._batch(batch_id)
+        with batch.cond:
+            return BatchReport(
+                batch_id=batch_id, state=batch.state, groups_total=len(batch.groups), groups_done=len(batch.feed),
+                groups_dropped=len(batch.dropped), samples_started=batch.started, samples_running=batch.running,
+                samples_refilled=batch.refilled, infra_failures=batch.infra_failures, stale_drops=batch.stale_drops,
+                dropped=list(batch.dropped), directory=str(batch.directory),
+            )
+
+    def groups(self, batch_id: str, cursor: int = 0, wait_s: float = 0.0) -> GroupPage:
+        """Groups reported after `cursor`; waits up to `wait_s` for one when there is none yet."""
+        batch = self._batch(batch_id)
+        with batch.cond:
+            batch.cond.wait_for(lambda: len(batch.feed) > cursor or batch.state != BatchState.RUNNING, timeout=wait_s)
+            page = batch.feed[cursor:]
+            return GroupPage(groups=page, next_cursor=cursor + len(page),
+                             done=batch.state != BatchState.RUNNING and cursor + len(page) >= len(batch.feed))
+
+    def cancel(self, batch_id: str) -> BatchReport:
+        """Stop the batch: its sandboxes are closed, no queued sample starts, nothing more is reported."""
+        batch = self._batch(batch_id)
+        with batch.cond:
+            if batch.state == BatchState.RUNNING:
+                batch.state = BatchState.CANCELLED
+            batch.cond.notify_all()
+        batch.scope.close(f"batch {batch_id} was cancelled")
+        return self.report(batch_id)
+
+    def close(self) -> None:
+        """Cancel every running batch and let the workers go."""
+        for batch_id in list(self._batches):
+            self.cancel(batch_id)
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def _batch(self, batch_id: str) -> _Batch:
+        with self._lock:
+            batch = self._batches.get(batch_id)
+        if batch is None:
+            raise UnknownBatchError(f"no batch {batch_id!r}")
+        return batch
+
+    def _model(self, spec: str, api_key_env: str) -> ModelBackend:
+        """The policy's backend, loaded once per spec (a checkpoint or tiny model is kept in memory)."""
+        with self._models_lock:
+            if spec not in self._models:
+                remote = spec.startswith(("http://", "https://"))
+                options = {"api_key_env": api_key_env} if remote else {}
+                if spec.startswith("tiny:") or Path(spec).is_dir():
+                    options.update(IN_PROCESS_OPTIONS)
+                try:
+                    self._models[spec] = load_backend(spec, **options)
+                except (BackendError, OSError, ValueError) as exc:
+                    raise BadBatchError(f"model {spec!r}: {exc}") from exc
+            return self._models[spec]
+
+    def _launch(self, batch: _Batch, group: _Group, samples: int) -> None:
+        """Queue `samples` new samples of `group` (the batch's lock held)."""
+        for _ in range(samples):
+            attempt = group.attempts
+            group.attempts += 1
+            group.in_flight += 1
+            self._executor.submit(self._run, batch, group, attempt)
+
+    def _run(self, batch: _Batch, group: _Group, attempt: int) -> None:
+        """One sample, on a worker thread."""
+        with batch.cond:
+            if batch.state != BatchState.RUNNING:
+                return
+            start = self._version
+            batch.started += 1
+            batch.running += 1
+        instance = group.instance
+        path = batch.directory / "trajectories" / f"{instance.instance_id}__s{attempt}.json"
+        try:
+            with scoped(batch.scope):
+                result = run_instance(instance, batch.resolver, batch.policy, path, batch.rewards, batch.baselines)
+        except Exception as exc:  # noqa: BLE001 (the harness failed, e.g. the trajectory could not be written)
+            error = f"harness: {type(exc).__name__}: {exc}".splitlines()[0]
+            result = InstanceResult(
+                instance_id=instance.instance_id, repo=instance.repo, policy=batch.policy.name,
+                status=EvalStatus.INFRA_ERROR, resolved=False, exit_status=ExitStatus.INFRA_ERROR, error=error,
+                report=RewardReport(instance_id=instance.instance_id, status=EvalStatus.INFRA_ERROR, error=error),
+            )
+        sample = self._sample(batch, result, path, start, self._version)
+        with batch.cond:
+            if batch.state != BatchState.RUNNING:
+                return  # cancelled meanwhile: never reported
+            batch.running -= 1
+            group.in_flight -= 1
+            if sample.outcome == SampleOutcome.INFRA_ERROR:
+                batch.infra_failures += 1
+            elif is_stale(start, self._version, batch.request.max_staleness):
+                sample.outcome = SampleOutcome.STALE
+                batch.stale_drops += 1
+            else:
+                group.valid.append(sample)
+            with (batch.directory / "samples.jsonl").open("a", encoding="utf-8") as log:
+                log.write(sample.model_dump_json(exclude={"record"}) + "\n")
+            if group.in_flight == 0:
+                self._settle(batch, group)
+
+    def _sample(self, batch: _Batch, result: InstanceResult, path: Path, start: int, end: int) -> SampleOut:
+        """The finished sample, with its token record built from the trajectory file."""
+        report = result.report
+        sample = SampleOut(
+            sample_id=f"{batch.batch_id}/{path.stem}", instance_id=result.instance_id, group_id=result.instance_id,
+            outcome=SampleOutcome.INFRA_ERROR if result.status == EvalStatus.INFRA_ERROR else SampleOutcome.VALID,
+            status=result.status.value, exit_status=result.exit_status.value, reward=report.reward,
+            reward_tiers={t.name: t.score for t in sorted(report.tiers, key=lambda t: t.tier)},
+            resolved=result.resolved, weight_version_start=start, weight_version_end=end,
+            trajectory_path=str(path) if path.is_file() else "", error=result.error,
+        )
+        if sample.outcome == SampleOutcome.VALID:
+            trajectory = Trajectory.model_validate_json(path.read_text(encoding="utf-8"))
+            try:
+                sample.record = token_record(Sample(sample_id=sample.sample_id, trajectory=trajectory, result=result),
+                                             advantage=0.0)
+                sample.group_id = sample.record.group_id
+            except TokenMismatchError as exc:
+                sample.record_error = str(exc)
+        return sample
+
+    def _settle(self, batch: _Batch, group: _Group) -> None:
+        """A round of the group has finished: report it, refill it or drop it (the batch's lock held)."""
+        request = batch.request
+        fresh = [s for s in group.valid if not is_stale(s.weight_version_start, self._version, request.max_staleness)]
+        batch.stale_drops += len(group.valid) - len(fresh)
+        group.valid = fresh
+        decision = decide(request.group_size, len(fresh), group.refills, request.max_refill_rounds)
+        if isinstance(decision, Refill):
+            group.refills += 1
+            batch.refilled += decision.samples
+            self._launch(batch, group, decision.samples)
+            return
+        group.closed = True
+        if isinstance(decision, Done):
+            batch.feed.append(self._reported(group, request.group_size))
+        elif isinstance(decision, Drop):
+            batch.dropped.append(DroppedGroup(group_id=group.instance.instance_id, reason=decision.reason))
+        if all(g.closed for g in batch.groups.values()):
+            batch.state = BatchState.FINISHED
+        batch.cond.notify_all()
+
+    @staticmethod
+    def _reported(group: _Group, size: int) -> GroupOut:
+        """The group with GRPO advantages over its valid samples' rewards."""
+        samples = group.valid
+        advantages = group_advantages([s.group_id for s in samples], [s.reward for s in samples], AdvantageConfig())
+        reported = []
+        for sample, advantage in zip(samples, advantages):
+            value = advantage or 0.0
+            record = sample.record.model_copy(update={"advantage": value}) if sample.record else None
+            reported.append(sample.model_copy(update={"advantage": value, "record": record}))
+        return GroupOut(group_id=group.instance.instance_id, instance_id=group.instance.instance_id, samples=reported,
+                        refilled=group.attempts - size)
