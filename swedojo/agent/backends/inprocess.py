@@ -15,6 +15,9 @@ per token, and models on transformers' `sdpa` attention and `grouped_mm` experts
 `single_token_attention` (keys stored transposed, two matmuls) and `single_token_experts` (the
 token's experts as plain matmuls) for one-token forwards; multi-token forwards are unchanged.
 
+With `decode_batch` > 1, calls from several threads (concurrent episodes, each its own conversation
+and cache) share one forward per decode step: see `batching.py`.
+
 Logprobs are log_softmax(logits / temperature) of the sampled token, before top-k/top-p
 truncation: the distribution a trainer recomputes at the rollout temperature. Greedy decoding
 (temperature 0) reports log_softmax(logits).
@@ -26,7 +29,7 @@ import hashlib
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,6 +60,7 @@ from swedojo.agent.backends.base import (
     SamplingParams,
     Usage,
 )
+from swedojo.agent.backends.batching import DecodeScheduler, DecodeStep, RowCaches
 from swedojo.agent.backends.dsa import prepare_glm_moe_dsa
 from swedojo.agent.backends.routing import RoutingRecorder
 from swedojo.agent.chats import chat_format_for
@@ -185,8 +189,15 @@ def single_token_attention(
     small heads, and a [queries, dim] x [dim, tokens] matmul against keys stored transposed
     (`GrowableLayer(transposed_keys=True)`) streams them about twice as fast. Query heads are
     grouped per key head as `repeat_kv` pairs them, so no key is copied. Longer queries go to SDPA,
-    with the keys made contiguous first (SDPA is slow on the transposed layout).
+    with the keys made contiguous first (SDPA is slow on the transposed layout). Keys and values given
+    as per-row lists (a batched decode step, `batching.RowCaches`) are attended row by row.
     """
+    if isinstance(key, list):  # a batched decode step: each row attends to its own cache (`RowCaches`)
+        rows = [
+            single_token_attention(module, query[row : row + 1], key[row], value[row], None, dropout, scaling, **kwargs)[0]
+            for row in range(len(key))
+        ]
+        return torch.cat(rows), None
     plain = kwargs.get("softcap") is None and kwargs.get("s_aux") is None and kwargs.get("sliding_window") is None
     if query.shape[2] != 1 or not plain or (dropout and module.training):
         if key.stride(-1) != 1:
@@ -310,8 +321,13 @@ class InProcessBackend:
         prefill_chunk: int = 2048,
         seed: int = 0,
         record_routing: bool = False,
+        decode_batch: int = 1,
     ) -> None:
         """`retain_cache` False re-prefills the whole prompt every call (the baseline benchmarks compare).
+
+        `decode_batch` > 1 lets up to that many conversations generating at the same time (from their
+        own threads) share one forward per decode step (`batching.py`); prefills stay one at a time.
+        1 runs each call alone, the whole call under one lock.
 
         `record_routing` records the experts every token was routed to (MoE models; see `routing.py`)
         into `Generation.routed_experts`.
@@ -320,17 +336,20 @@ class InProcessBackend:
         attention or `grouped_mm` experts gets `ATTENTION` or `EXPERTS` (the same for multi-token
         forwards, faster one-token ones).
         """
-        if not prepare_glm_moe_dsa(model) and model.config._attn_implementation == "sdpa":
+        self.dsa = bool(prepare_glm_moe_dsa(model))
+        if not self.dsa and model.config._attn_implementation == "sdpa":
             model.set_attn_implementation(ATTENTION)
         if getattr(model.config, "_experts_implementation", None) == "grouped_mm":
             model.set_experts_implementation(EXPERTS)
         self.transposed_keys = model.config._attn_implementation == ATTENTION
+        self.batchable = self.transposed_keys or (self.dsa and model.config._attn_implementation in ("eager", "sdpa"))
+        """Whether decode steps of several conversations can share a forward (attention that reads per-row caches)."""
         self.model = model.eval()
         self.chat = chat_format_for(tokenizer)
         self.name = name
         self.version = weights_version(model)
         self.retain_cache = retain_cache
-        self.max_conversations = max_conversations
+        self.max_conversations = max(max_conversations, decode_batch)
         self.prefill_chunk = prefill_chunk
         self.device = next(model.parameters()).device
         self.context_length = int(getattr(model.config, "max_position_embeddings", 0) or 0)
@@ -338,7 +357,10 @@ class InProcessBackend:
         recorder = RoutingRecorder(model) if record_routing else None
         self._recorder = recorder if recorder is not None and recorder.routers else None
         self._conversations: OrderedDict[str, _Conversation] = OrderedDict()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        """Held by every forward, and by a whole call when decode steps are not batched."""
+        self.scheduler = DecodeScheduler(self._forward_batch, decode_batch) if decode_batch > 1 else None
+        """Batches the decode steps of concurrent calls; None when each call runs alone."""
 
     @classmethod
     def from_pretrained(
@@ -376,18 +398,22 @@ class InProcessBackend:
         sampled: list[int] = []
         logprobs: list[float] = []
         finish = FinishReason.LENGTH
-        with self._lock, torch.inference_mode(), self._state(conversation_id) as conversation:
-            logits, cached = self._prefill(conversation, prompt)
+        scheduler = self.scheduler
+        whole_call = self._lock if scheduler is None else nullcontext()
+        with whole_call, torch.inference_mode(), self._state(conversation_id) as conversation:
+            with self._lock:
+                logits, cached = self._prefill(conversation, prompt)
             prefilled_at = time.perf_counter()
-            while len(sampled) < budget:
-                token, logprob = sample_token(logits, params, generator)
-                sampled.append(token)
-                logprobs.append(logprob)
-                if token in stop_ids or (longest_stop and self._ends_with_stop(sampled, params.stop, longest_stop)):
-                    finish = FinishReason.STOP
-                    break
-                if len(sampled) < budget:
-                    logits = self._forward(conversation, [token])
+            with scheduler.decoding() if scheduler else nullcontext():
+                while len(sampled) < budget:
+                    token, logprob = sample_token(logits, params, generator)
+                    sampled.append(token)
+                    logprobs.append(logprob)
+                    if token in stop_ids or (longest_stop and self._ends_with_stop(sampled, params.stop, longest_stop)):
+                        finish = FinishReason.STOP
+                        break
+                    if len(sampled) < budget:
+                        logits = scheduler.step(conversation, token) if scheduler else self._forward(conversation, [token])
             routed = torch.cat(conversation.routes).tolist() if self._recorder and conversation.routes else []
         text, reasoning, content = self.chat.split(sampled, params.thinking)
         return Generation(
@@ -417,6 +443,19 @@ class InProcessBackend:
             logits, _ = self._prefill(conversation, list(prompt))
             return logits.clone()
 
+    def decode_logits(self, tokens: Mapping[str, int]) -> dict[str, torch.Tensor]:
+        """Float32 logits after feeding each conversation its next token, all in one forward, as a
+        batched decode step does (for checks; one conversation takes the unbatched path)."""
+        with self._lock, torch.inference_mode():
+            steps = [DecodeStep(self._conversations[conversation_id], token) for conversation_id, token in tokens.items()]
+            self._forward_batch(steps)
+            return {conversation_id: step.logits.clone() for conversation_id, step in zip(tokens, steps)}
+
+    def close(self) -> None:
+        """Stop the decode scheduler's thread, if there is one."""
+        if self.scheduler:
+            self.scheduler.close()
+
     def release(self, conversation_id: str) -> None:
         with self._lock:
             self._conversations.pop(conversation_id, None)
@@ -430,14 +469,16 @@ class InProcessBackend:
     def _state(self, conversation_id: str) -> Iterator[_Conversation]:
         """The conversation's cache; dropped afterwards when not retained, or when a forward failed
         half-way (some layers would hold keys the id list does not)."""
-        conversation = self._conversations.pop(conversation_id, None) or _Conversation(
-            GrowableCache(self.model.config, transposed_keys=self.transposed_keys)
-        )
+        with self._lock:
+            conversation = self._conversations.pop(conversation_id, None) or _Conversation(
+                GrowableCache(self.model.config, transposed_keys=self.transposed_keys)
+            )
         yield conversation
         if self.retain_cache:
-            self._conversations[conversation_id] = conversation
-            while len(self._conversations) > self.max_conversations:
-                self._conversations.popitem(last=False)
+            with self._lock:
+                self._conversations[conversation_id] = conversation
+                while len(self._conversations) > self.max_conversations:
+                    self._conversations.popitem(last=False)
 
     def _prefill(self, conversation: _Conversation, prompt: list[int]) -> tuple[torch.Tensor, int]:
         """Logits after `prompt` and how many of its tokens came from the cache."""
@@ -472,6 +513,38 @@ class InProcessBackend:
         conversation.ids += ids
         conversation.logits = output.logits[0, -1].float()
         return conversation.logits
+
+    def _forward_batch(self, steps: list[DecodeStep]) -> None:
+        """Feed every step's token to its conversation in one forward (see `batching.py`).
+
+        Each row's position is its own conversation's length; the 4-D mask is a placeholder the
+        mask builders pass through, since row-wise attention sees exactly its own cached keys. A
+        model whose attention cannot take per-row caches runs the steps one by one.
+        """
+        with self._lock:
+            conversations = [step.conversation for step in steps]
+            if len(steps) == 1 or not self.batchable:
+                for step, conversation in zip(steps, conversations):
+                    step.logits = self._forward(conversation, [step.token])
+                return
+            rows = len(steps)
+            placeholder = torch.ones((rows, 1, 1, 1), dtype=torch.bool, device=self.device)
+            with self._recorder.recording() if self._recorder else nullcontext():
+                output = self.model(
+                    input_ids=torch.tensor([[step.token] for step in steps], device=self.device),
+                    position_ids=torch.tensor([[len(c.ids)] for c in conversations], device=self.device),
+                    attention_mask={"indexed_attention": placeholder} if self.dsa else placeholder,
+                    cache=RowCaches([c.cache for c in conversations]),
+                    use_cache=True,
+                    logits_to_keep=1,
+                )
+                routes = self._recorder.take(rows) if self._recorder else None
+            logits = output.logits[:, -1].float()
+            for row, (step, conversation) in enumerate(zip(steps, conversations)):
+                conversation.ids.append(step.token)
+                conversation.logits = step.logits = logits[row]
+                if routes is not None:
+                    conversation.routes.append(routes[row : row + 1])
 
     def _ends_with_stop(self, sampled: list[int], stops: list[str], longest: int) -> bool:
         # A stop string of n bytes spans at most n byte-level tokens, plus one for a split character.
