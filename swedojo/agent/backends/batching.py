@@ -8,19 +8,18 @@ no mask; everything else in the layer (projections, norms, routers, experts, the
 once over the batch. Rows therefore differ from unbatched steps only where a batched matmul rounds
 differently from a one-row one.
 
-Episodes call `DecodeScheduler.step` from their own threads; one scheduler thread runs a batch as
-soon as every episode that is decoding has a step waiting (an episode between two steps only
-samples a token, so it is never waited on for long), and never waits for one that is prefilling or
-out running tools.
+Episodes prefill on their own threads and hand their turn's decode loop to one scheduler thread
+(`DecodeScheduler`), which samples every running turn's next token and feeds them all in one
+forward per step; turns join and leave between steps (continuous batching).
 """
 
 from __future__ import annotations
 
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import torch
 
@@ -47,91 +46,106 @@ class RowCaches:
         return keys, values
 
 
-@dataclass
-class DecodeStep:
-    """One episode's next token to feed, and what the batched forward answered."""
+class Turn(Protocol):
+    """One call's sampling, as the backend defines it."""
 
+    def next_token(self, logits: torch.Tensor) -> int | None:
+        """Sample from `logits`; the token to feed next, or None when the turn is over."""
+        ...
+
+
+@dataclass
+class _Job:
     conversation: object
     """The backend's state of the episode's conversation (its cache)."""
-    token: int
-    """The token to feed."""
+    turn: Turn
+    logits: torch.Tensor
+    """Next-token logits to sample from."""
     done: threading.Event = field(default_factory=threading.Event)
-    logits: torch.Tensor | None = None
-    """Float32 next-token logits after `token`."""
-    error: BaseException | None = None
-    """Why the batch failed (every step of it gets the same error)."""
+    error: Exception | None = None
+    """Why a batch this job was in failed."""
 
 
 class DecodeScheduler:
-    """Gathers the decode steps of the episodes that are decoding and runs them as one batch.
+    """Runs the decode loops of concurrent calls on one thread, one batched forward per step.
 
-    `run_batch` feeds every step's token to its conversation in one forward and sets each step's
-    logits; it runs on the scheduler's own thread, at most `max_batch` steps at a time.
+    A call prefills on its own thread, then hands its turn over (`decode`) and waits. Each step the
+    scheduler samples the next token of every turn it runs (on this thread, in order, so a turn's
+    tokens depend only on its own logits and generator), finishes the turns that stopped, and feeds
+    the others' tokens in one `forward_batch`. A new turn joins at the next step, up to `max_batch`
+    at a time; nobody waits for a straggler, and an episode thread wakes once per turn, not once
+    per token.
     """
 
-    def __init__(self, run_batch: Callable[[list[DecodeStep]], None], max_batch: int) -> None:
+    def __init__(
+        self, forward_batch: Callable[[list[object], list[int]], list[torch.Tensor]], max_batch: int
+    ) -> None:
         self.max_batch = max_batch
         self.batch_sizes: Counter[int] = Counter()
         """How many batched forwards of each size ran (for benchmarks and checks)."""
-        self._run_batch = run_batch
+        self._forward_batch = forward_batch
         self._changed = threading.Condition()
-        self._pending: list[DecodeStep] = []
-        self._decoding = 0
+        self._waiting: list[_Job] = []
         self._closed = False
         self._thread = threading.Thread(target=self._loop, name="swedojo-decode-scheduler", daemon=True)
         self._thread.start()
 
-    @contextmanager
-    def decoding(self) -> Iterator[None]:
-        """An episode's decode loop: while it is open, batches wait for this episode's next step."""
-        with self._changed:
-            self._decoding += 1
-        try:
-            yield
-        finally:
-            with self._changed:
-                self._decoding -= 1
-                self._changed.notify_all()
-
-    def step(self, conversation: object, token: int) -> torch.Tensor:
-        """Feed `token` to `conversation` in the next batch; its float32 next-token logits."""
-        step = DecodeStep(conversation, token)
+    def decode(self, conversation: object, turn: Turn, logits: torch.Tensor) -> None:
+        """Run `turn` from `logits` to its end, feeding its tokens to `conversation` in batches."""
+        job = _Job(conversation, turn, logits)
         with self._changed:
             if self._closed:
-                raise RuntimeError("the decode scheduler is closed")
-            self._pending.append(step)
+                raise DecodeSchedulerClosedError("the backend was closed")
+            self._waiting.append(job)
             self._changed.notify_all()
-        step.done.wait()
-        if step.error is not None:
-            raise step.error
-        assert step.logits is not None
-        return step.logits
+        job.done.wait()
+        if job.error is not None:
+            raise job.error
 
     def close(self) -> None:
-        """Stop the scheduler thread once the steps already submitted have run."""
+        """Stop the scheduler thread once the turns already handed over have finished."""
         with self._changed:
             self._closed = True
             self._changed.notify_all()
         self._thread.join()
 
-    def _ready(self) -> bool:
-        waiting = len(self._pending)
-        return waiting > 0 and (self._closed or waiting >= min(self._decoding, self.max_batch))
-
     def _loop(self) -> None:
+        running: list[_Job] = []
         while True:
             with self._changed:
-                self._changed.wait_for(lambda: self._ready() or (self._closed and not self._pending))
-                if not self._pending:
-                    return
-                batch, self._pending = self._pending[: self.max_batch], self._pending[self.max_batch :]
+                if not running:
+                    self._changed.wait_for(lambda: self._waiting or self._closed)
+                    if not self._waiting:
+                        return
+                joining = self._waiting[: self.max_batch - len(running)]
+                del self._waiting[: len(joining)]
+            running += joining
+            fed: list[tuple[_Job, int]] = []
+            for job in running:
+                try:
+                    token = job.turn.next_token(job.logits)
+                except Exception as error:  # noqa: BLE001 - raised again in the job's own thread
+                    job.error, token = error, None
+                if token is None:
+                    job.done.set()
+                else:
+                    fed.append((job, token))
+            running = [job for job, _ in fed]
+            if not fed:
+                continue
             try:
                 with torch.inference_mode():
-                    self._run_batch(batch)
-                self.batch_sizes[len(batch)] += 1
-            except Exception as error:  # noqa: BLE001 - every waiting episode re-raises it in its own thread
-                for step in batch:
-                    step.error = error
-            finally:
-                for step in batch:
-                    step.done.set()
+                    logits = self._forward_batch([job.conversation for job in running], [token for _, token in fed])
+            except Exception as error:  # noqa: BLE001 - every job of the batch raises it in its own thread
+                for job in running:
+                    job.error = error
+                    job.done.set()
+                running = []
+                continue
+            self.batch_sizes[len(running)] += 1
+            for job, row in zip(running, logits):
+                job.logits = row
+
+
+class DecodeSchedulerClosedError(RuntimeError):
+    """A turn was handed to a scheduler that was closed."""

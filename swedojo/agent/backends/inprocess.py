@@ -60,10 +60,10 @@ from swedojo.agent.backends.base import (
     SamplingParams,
     Usage,
 )
-from swedojo.agent.backends.batching import DecodeScheduler, DecodeStep, RowCaches
+from swedojo.agent.backends.batching import DecodeScheduler, RowCaches
 from swedojo.agent.backends.dsa import prepare_glm_moe_dsa
 from swedojo.agent.backends.routing import RoutingRecorder
-from swedojo.agent.chats import chat_format_for
+from swedojo.agent.chats import ChatFormat, chat_format_for
 
 
 class CheckpointNotFoundError(BackendError):
@@ -292,6 +292,34 @@ def sample_token(logits: torch.Tensor, params: SamplingParams, generator: torch.
     return token, float(logprobs[token])
 
 
+class _Turn:
+    """One call's sampling: tokens drawn from successive logits until a stop token, a stop string or
+    the budget. The unbatched loop and the decode scheduler (`batching.py`) both drive it."""
+
+    def __init__(self, params: SamplingParams, generator: torch.Generator, budget: int, chat: ChatFormat) -> None:
+        self.params, self.generator, self.budget, self.chat = params, generator, budget, chat
+        self.stop_ids = chat.stop_token_ids | set(params.stop_token_ids)
+        self.longest_stop = max((len(s.encode()) for s in params.stop), default=0)
+        self.sampled: list[int] = []
+        self.logprobs: list[float] = []
+        self.finish = FinishReason.LENGTH
+
+    def next_token(self, logits: torch.Tensor) -> int | None:
+        """Sample from `logits`; the token to feed next, or None when the turn is over."""
+        token, logprob = sample_token(logits, self.params, self.generator)
+        self.sampled.append(token)
+        self.logprobs.append(logprob)
+        if token in self.stop_ids or (self.longest_stop and self._ends_with_stop()):
+            self.finish = FinishReason.STOP
+            return None
+        return token if len(self.sampled) < self.budget else None
+
+    def _ends_with_stop(self) -> bool:
+        # A stop string of n bytes spans at most n byte-level tokens, plus one for a split character.
+        tail = self.chat.decode(self.sampled[-(self.longest_stop + 1) :])
+        return any(stop in tail for stop in self.params.stop)
+
+
 def weights_version(model: PreTrainedModel) -> str:
     """A fingerprint of the weights: every parameter's name, shape, dtype and first values, hashed.
 
@@ -393,28 +421,20 @@ class InProcessBackend:
         generator = self._generator
         if params.seed is not None:
             generator = torch.Generator(self.device).manual_seed(params.seed)
-        stop_ids = self.chat.stop_token_ids | set(params.stop_token_ids)
-        longest_stop = max((len(s.encode()) for s in params.stop), default=0)
-        sampled: list[int] = []
-        logprobs: list[float] = []
-        finish = FinishReason.LENGTH
+        turn = _Turn(params, generator, budget, self.chat)
         scheduler = self.scheduler
         whole_call = self._lock if scheduler is None else nullcontext()
         with whole_call, torch.inference_mode(), self._state(conversation_id) as conversation:
             with self._lock:
                 logits, cached = self._prefill(conversation, prompt)
             prefilled_at = time.perf_counter()
-            with scheduler.decoding() if scheduler else nullcontext():
-                while len(sampled) < budget:
-                    token, logprob = sample_token(logits, params, generator)
-                    sampled.append(token)
-                    logprobs.append(logprob)
-                    if token in stop_ids or (longest_stop and self._ends_with_stop(sampled, params.stop, longest_stop)):
-                        finish = FinishReason.STOP
-                        break
-                    if len(sampled) < budget:
-                        logits = scheduler.step(conversation, token) if scheduler else self._forward(conversation, [token])
+            if scheduler:
+                scheduler.decode(conversation, turn, logits)
+            else:
+                while (token := turn.next_token(logits)) is not None:
+                    logits = self._forward(conversation, [token])
             routed = torch.cat(conversation.routes).tolist() if self._recorder and conversation.routes else []
+        sampled = turn.sampled
         text, reasoning, content = self.chat.split(sampled, params.thinking)
         return Generation(
             text=text,
@@ -422,11 +442,11 @@ class InProcessBackend:
             content=content,
             thinking=params.thinking,
             token_ids=sampled,
-            logprobs=logprobs,
+            logprobs=turn.logprobs,
             logprob_kind=LogprobKind.TEMPERATURE if params.temperature > 0 else LogprobKind.RAW,
             prompt_token_ids=prompt,
             routed_experts=routed,
-            finish_reason=finish,
+            finish_reason=turn.finish,
             usage=Usage(
                 prompt_tokens=len(prompt),
                 prefill_tokens=len(prompt) - cached,
@@ -447,9 +467,9 @@ class InProcessBackend:
         """Float32 logits after feeding each conversation its next token, all in one forward, as a
         batched decode step does (for checks; one conversation takes the unbatched path)."""
         with self._lock, torch.inference_mode():
-            steps = [DecodeStep(self._conversations[conversation_id], token) for conversation_id, token in tokens.items()]
-            self._forward_batch(steps)
-            return {conversation_id: step.logits.clone() for conversation_id, step in zip(tokens, steps)}
+            conversations = [self._conversations[conversation_id] for conversation_id in tokens]
+            logits = self._forward_batch(conversations, list(tokens.values()))
+            return {conversation_id: row.clone() for conversation_id, row in zip(tokens, logits)}
 
     def close(self) -> None:
         """Stop the decode scheduler's thread, if there is one."""
@@ -514,24 +534,21 @@ class InProcessBackend:
         conversation.logits = output.logits[0, -1].float()
         return conversation.logits
 
-    def _forward_batch(self, steps: list[DecodeStep]) -> None:
-        """Feed every step's token to its conversation in one forward (see `batching.py`).
+    def _forward_batch(self, conversations: list[_Conversation], tokens: list[int]) -> list[torch.Tensor]:
+        """Feed each conversation its token in one forward (see `batching.py`); each one's logits.
 
         Each row's position is its own conversation's length; the 4-D mask is a placeholder the
         mask builders pass through, since row-wise attention sees exactly its own cached keys. A
         model whose attention cannot take per-row caches runs the steps one by one.
         """
         with self._lock:
-            conversations = [step.conversation for step in steps]
-            if len(steps) == 1 or not self.batchable:
-                for step, conversation in zip(steps, conversations):
-                    step.logits = self._forward(conversation, [step.token])
-                return
-            rows = len(steps)
+            if len(conversations) == 1 or not self.batchable:
+                return [self._forward(conversation, [token]) for conversation, token in zip(conversations, tokens)]
+            rows = len(conversations)
             placeholder = torch.ones((rows, 1, 1, 1), dtype=torch.bool, device=self.device)
             with self._recorder.recording() if self._recorder else nullcontext():
                 output = self.model(
-                    input_ids=torch.tensor([[step.token] for step in steps], device=self.device),
+                    input_ids=torch.tensor([[token] for token in tokens], device=self.device),
                     position_ids=torch.tensor([[len(c.ids)] for c in conversations], device=self.device),
                     attention_mask={"indexed_attention": placeholder} if self.dsa else placeholder,
                     cache=RowCaches([c.cache for c in conversations]),
@@ -540,13 +557,9 @@ class InProcessBackend:
                 )
                 routes = self._recorder.take(rows) if self._recorder else None
             logits = output.logits[:, -1].float()
-            for row, (step, conversation) in enumerate(zip(steps, conversations)):
-                conversation.ids.append(step.token)
-                conversation.logits = step.logits = logits[row]
+            for row, (conversation, token) in enumerate(zip(conversations, tokens)):
+                conversation.ids.append(token)
+                conversation.logits = logits[row]
                 if routes is not None:
                     conversation.routes.append(routes[row : row + 1])
-
-    def _ends_with_stop(self, sampled: list[int], stops: list[str], longest: int) -> bool:
-        # A stop string of n bytes spans at most n byte-level tokens, plus one for a split character.
-        tail = self.chat.decode(sampled[-(longest + 1) :])
-        return any(stop in tail for stop in stops)
+            return list(logits)
