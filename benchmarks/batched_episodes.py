@@ -27,7 +27,9 @@ from __future__ import annotations
 import os
 import sys
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 import torch
 
@@ -79,7 +81,7 @@ def step_ceiling(rows: int, context: int) -> float:
     model, tokenizer = build_tiny(ARCH, SIZE)
     backend = InProcessBackend(model, tokenizer, max_conversations=rows)
     for k in range(rows):
-        backend.next_token_logits(list(range(20, 20 + context + k)), conversation_id=f"c{k}")
+        backend.next_token_logits([20 + i % 400 for i in range(context + k)], conversation_id=f"c{k}")
     best = {1: float("inf"), rows: float("inf")}
     for _ in range(8):
         for batch, fastest in best.items():
@@ -90,49 +92,70 @@ def step_ceiling(rows: int, context: int) -> float:
     return rows * best[1] / best[rows]
 
 
-def run(scenario: str, concurrent: int) -> tuple[float, list[list[Generation]], dict[int, int]]:
-    """(seconds, generations per episode, decode batch sizes) of EPISODES episodes, `concurrent` at a time."""
+@dataclass
+class Run:
+    """One setting's run of EPISODES episodes."""
+
+    seconds: float
+    """Wall time."""
+    cpu_seconds: float
+    """CPU time of the process (all threads): what other processes' load does not inflate."""
+    generations: list[list[Generation]]
+    """Per episode, per turn."""
+    batches: Counter[int]
+    """Decode forwards by rows (empty when not batched)."""
+
+
+def run(scenario: str, concurrent: int) -> Run:
+    """EPISODES episodes, `concurrent` at a time (1: the unbatched backend, one after the other)."""
     opening, sampled = SCENARIOS[scenario]
     model, tokenizer = build_tiny(ARCH, SIZE)
     backend = InProcessBackend(model, tokenizer, decode_batch=concurrent)
     episode(backend, opening, sampled, EPISODES)  # warm up (first-call allocations), not timed
-    started = time.perf_counter()
+    warmup = Counter(backend.scheduler.batch_sizes) if backend.scheduler else Counter()
+    started, cpu = time.perf_counter(), time.process_time()
     try:
         with ThreadPoolExecutor(concurrent) as pool:
             results = list(pool.map(lambda index: episode(backend, opening, sampled, index), range(EPISODES)))
     finally:
         backend.close()
-    seconds = time.perf_counter() - started
-    return seconds, results, dict(backend.scheduler.batch_sizes) if backend.scheduler else {}
+    seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+    return Run(seconds, cpu, results, (backend.scheduler.batch_sizes - warmup) if backend.scheduler else Counter())
 
 
-def measure(scenario: str) -> tuple[dict[int, float], dict[int, float], bool, float]:
-    """(speedup per N, step ceiling per N, same tokens everywhere, max logprob difference)."""
-    seconds, baseline, _ = run(scenario, 1)
-    tokens = sum(len(g.token_ids) for generations in baseline for g in generations)
-    prefill = sum(g.usage.prefill_seconds for generations in baseline for g in generations)
-    context = len(baseline[0][-1].prompt_token_ids)
+def measure(scenario: str) -> tuple[dict[str, float], bool, float]:
+    """(numbers for the RESULT line, same tokens everywhere, max logprob difference)."""
+    baseline = run(scenario, 1)
+    episodes = baseline.generations
+    tokens = sum(len(g.token_ids) for generations in episodes for g in generations)
+    prefill = sum(g.usage.prefill_seconds for generations in episodes for g in generations)
+    context = len(episodes[0][-1].prompt_token_ids)
     ceilings = {n: step_ceiling(n, context) for n in CONCURRENCY}
-    print(f"== {scenario}: {EPISODES} episodes of {TURNS} turns, first prompt {len(baseline[0][0].prompt_token_ids)} "
+    print(f"== {scenario}: {EPISODES} episodes of {TURNS} turns, first prompt {len(episodes[0][0].prompt_token_ids)} "
           f"tokens, last {context}; decode step ceiling at {context} tokens: "
           + ", ".join(f"N={n} {c:.2f}x" for n, c in ceilings.items()))
-    print(f"   one at a time: {seconds:.1f}s ({prefill / seconds:.0%} prefilling), {tokens} tokens, "
-          f"{tokens / seconds:.1f} tok/s, {60 * EPISODES / seconds:.1f} episodes/min")
-    speedups, exact, worst = {}, True, 0.0
+    print(f"   one at a time: {baseline.seconds:.1f}s (cpu {baseline.cpu_seconds:.1f}s, {prefill / baseline.seconds:.0%} "
+          f"prefilling), {tokens} tokens, {tokens / baseline.seconds:.1f} tok/s, "
+          f"{60 * EPISODES / baseline.seconds:.1f} episodes/min")
+    numbers, exact, worst = {}, True, 0.0
     for concurrent in CONCURRENCY:
-        elapsed, results, batches = run(scenario, concurrent)
-        pairs = [(g, r) for gs, rs in zip(results, baseline) for g, r in zip(gs, rs)]
+        batched = run(scenario, concurrent)
+        pairs = [(g, r) for gs, rs in zip(batched.generations, episodes) for g, r in zip(gs, rs)]
         same = all(g.token_ids == r.token_ids for g, r in pairs)
         diff = max(abs(a - b) for g, r in pairs for a, b in zip(g.logprobs, r.logprobs))
         exact, worst = exact and same, max(worst, diff)
-        speedups[concurrent] = seconds / elapsed
-        steps = sum(batches.values())
-        mean = sum(size * count for size, count in batches.items()) / steps if steps else 1.0
-        print(f"   {concurrent} concurrent: {elapsed:.1f}s, {tokens / elapsed:.1f} tok/s, "
-              f"{60 * EPISODES / elapsed:.1f} episodes/min, speedup {speedups[concurrent]:.2f}x "
-              f"(target {0.7 * concurrent:.1f}x); decode batches {dict(sorted(batches.items()))} (mean rows {mean:.2f}); "
+        speedup, cpu_speedup = baseline.seconds / batched.seconds, baseline.cpu_seconds / batched.cpu_seconds
+        steps = sum(batched.batches.values())
+        rows = sum(size * count for size, count in batched.batches.items()) / steps if steps else 1.0
+        print(f"   {concurrent} concurrent: {batched.seconds:.1f}s (cpu {batched.cpu_seconds:.1f}s), "
+              f"{tokens / batched.seconds:.1f} tok/s, {60 * EPISODES / batched.seconds:.1f} episodes/min, "
+              f"speedup {speedup:.2f}x (in cpu time {cpu_speedup:.2f}x; target {0.7 * concurrent:.1f}x); "
+              f"decode forwards by rows {dict(sorted(batched.batches.items()))} (mean {rows:.2f}); "
               f"same tokens as one at a time: {same}, logprob max diff {diff:.1e}")
-    return speedups, ceilings, exact, worst
+        numbers |= {f"{scenario}_speedup_{concurrent}": speedup, f"{scenario}_cpu_speedup_{concurrent}": cpu_speedup}
+    numbers[f"{scenario}_step_ceiling_{CONCURRENCY[-1]}"] = ceilings[CONCURRENCY[-1]]
+    numbers[f"{scenario}_tok_s_1"] = tokens / baseline.seconds
+    return numbers, exact, worst
 
 
 def main() -> int:
@@ -144,12 +167,11 @@ def main() -> int:
     after = os.getloadavg()
     print(f"load average after {after[0]:.2f} {after[1]:.2f} {after[2]:.2f}")
     top = CONCURRENCY[-1]
-    fields = [f"{scenario}_speedup_{n}={s:.2f}" for scenario, (speedups, *_) in results.items() for n, s in speedups.items()]
-    fields += [f"{scenario}_step_ceiling_{top}={ceilings[top]:.2f}" for scenario, (_, ceilings, *_) in results.items()]
-    exact = all(same for _, _, same, _ in results.values())
+    fields = " ".join(f"{key}={value:.2f}" for numbers, _, _ in results.values() for key, value in numbers.items())
+    exact = all(same for _, same, _ in results.values())
     worst = max(diff for *_, diff in results.values())
-    met = all(speedups[top] >= 0.7 * top for speedups, *_ in results.values())
-    print(f"RESULT {' '.join(fields)} target_{top}={0.7 * top:.1f} met={met} same_tokens={exact} "
+    met = all(numbers[f"{scenario}_speedup_{top}"] >= 0.7 * top for scenario, (numbers, _, _) in results.items())
+    print(f"RESULT {fields} target_{top}={0.7 * top:.1f} met={met} same_tokens={exact} "
           f"max_logprob_diff={worst:.1e} load={load[0]:.2f}")
     if not exact:
         print("batched episodes sampled other tokens than one at a time", file=sys.stderr)

@@ -108,3 +108,38 @@ def test_concurrent_episodes_sample_what_they_would_alone(arch):
     assert interleaved[1].prompt_token_ids[: len(interleaved[0].prompt_token_ids) + len(interleaved[0].token_ids)] != (
         interleaved[0].prompt_token_ids + interleaved[0].token_ids
     )
+
+
+def test_a_failed_batch_fails_its_episodes_only_and_the_backend_goes_on():
+    backend = _backend("qwen3_moe", decode_batch=EPISODES)
+    failures = []
+
+    def fail_first_batch(module, inputs):
+        if inputs[0].shape[0] > 1 and not failures:
+            failures.append(inputs[0].shape[0])
+            raise RuntimeError("injected failure")
+
+    handle = backend.model.lm_head.register_forward_pre_hook(fail_first_batch)
+    start = Barrier(EPISODES)
+
+    def one_turn(index: int) -> str:
+        start.wait()
+        messages = [Message.system("You are a coding agent."), Message.user(f"Episode {index}")]
+        try:
+            backend.generate(messages, SamplingParams(max_new_tokens=30, seed=index), conversation_id=f"e{index}")
+        except RuntimeError as error:
+            return str(error)
+        return "ok"
+
+    try:
+        with ThreadPoolExecutor(EPISODES) as pool:
+            outcomes = list(pool.map(one_turn, range(EPISODES)))
+        assert failures and outcomes.count("injected failure") == failures[0]
+        for index, outcome in enumerate(outcomes):  # a failed episode's half-fed cache is dropped
+            assert (backend.cached_ids(f"e{index}") == []) == (outcome != "ok")
+        handle.remove()
+        again = backend.generate([Message.user("again")], SamplingParams(max_new_tokens=5, seed=0), conversation_id="e0")
+        assert again.token_ids
+    finally:
+        handle.remove()
+        backend.close()

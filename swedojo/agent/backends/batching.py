@@ -23,6 +23,8 @@ from typing import Protocol
 
 import torch
 
+from swedojo.agent.backends.base import BackendError
+
 
 class RowCaches:
     """The caches of a batch's rows, for one batched single-token forward.
@@ -147,5 +149,5 @@ class DecodeScheduler:
                 job.logits = row
 
 
-class DecodeSchedulerClosedError(RuntimeError):
+class DecodeSchedulerClosedError(BackendError):
     """A turn was handed to a scheduler that was closed."""
