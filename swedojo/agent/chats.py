@@ -1,7 +1,8 @@
 """Chat formats by tokenizer: the format a backend renders prompts in is the one the tokenizer's own
 chat template writes, so a checkpoint is prompted as it was trained.
 
-Each format is a module (`chat.py` for GLM, `chatml.py` for Qwen3's ChatML) and one entry in
+Each format is a module (`chat.py` for GLM, `chatml.py` for Qwen3's ChatML, `inst.py` for Mixtral's
+and Llama-2's `[INST]`) and one entry in
 `CHAT_FORMATS`; a format class has a `name`, a static `matches(tokenizer)`, and renders, splits
 and encodes ids as `GlmChat` does (`ChatFormat`). Formats are tried in order; the first match wins.
 """
@@ -14,6 +15,7 @@ from typing import TYPE_CHECKING, Protocol
 from swedojo.agent.backends.base import BackendError, Message, ThinkingHistory
 from swedojo.agent.chat import GlmChat
 from swedojo.agent.chatml import ChatMLChat
+from swedojo.agent.inst import InstChat
 from swedojo.schema import ToolCall
 
 if TYPE_CHECKING:
@@ -44,6 +46,7 @@ class ChatFormat(Protocol):
 CHAT_FORMATS: dict[str, type] = {
     ChatMLChat.name: ChatMLChat,
     GlmChat.name: GlmChat,
+    InstChat.name: InstChat,
 }
 """Registered chat formats, in the order they are tried."""
 

@@ -66,6 +66,8 @@ from transformers.models.glm_moe_dsa.modeling_glm_moe_dsa import (
     apply_rotary_pos_emb_interleave,
 )
 
+from swedojo.agent.backends.batching import RowCaches
+
 QUERY_BLOCK = 64
 """Queries scored and attended together in a multi-token forward (see section 3)."""
 
@@ -157,7 +159,7 @@ def _select(states: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
 
 class AbsorbedDecodeGlmMoeDsaAttention(GlmMoeDsaAttention):
     """`GlmMoeDsaAttention` that decodes single tokens against the latent cache without expanding it,
-    and attends a multi-token forward block by block."""
+    and attends a multi-token forward block by block; a batched decode step (`RowCaches`) row by row."""
 
     def forward(
         self,
@@ -174,6 +176,8 @@ class AbsorbedDecodeGlmMoeDsaAttention(GlmMoeDsaAttention):
                 hidden_states, position_embeddings, attention_mask, cache=cache, position_ids=position_ids,
                 prev_topk_indices=prev_topk_indices, **kwargs,
             )
+        if isinstance(cache, RowCaches):
+            return self._rows(hidden_states, position_embeddings, cache, position_ids, prev_topk_indices, **kwargs)
         # Projections, RoPE, cache and indexer exactly as upstream (transformers 5.24).
         batch_size, seq_length = hidden_states.shape[:-1]
         q_resid = self.q_a_layernorm(self.q_a_proj(hidden_states))
@@ -202,6 +206,36 @@ class AbsorbedDecodeGlmMoeDsaAttention(GlmMoeDsaAttention):
         else:
             output = self._dense(q_pass, q_rot, latents, k_rot, attention_mask, selected)
         return self.o_proj(output.reshape(batch_size, seq_length, -1)), None, topk_indices
+
+    def _rows(
+        self,
+        hidden_states: torch.Tensor,
+        position_embeddings: tuple[torch.Tensor, torch.Tensor],
+        cache: RowCaches,
+        position_ids: torch.Tensor | None,
+        prev_topk_indices: list[torch.Tensor] | None,
+        **kwargs,
+    ) -> tuple[torch.Tensor, None, list[torch.Tensor]]:
+        """A batched decode step (`batching.py`): each row attends through its own cache, with the
+        all-visible mask an unbatched decode step gets, so a row computes what it would alone. The
+        rows' top-k indices are a list (a row with fewer than k keys selects fewer), which the next
+        layer's `_rows` takes as `prev_topk_indices`."""
+        cos, sin = position_embeddings
+        outputs, picks = [], []
+        for row, row_cache in enumerate(cache.rows):
+            visible = torch.ones((1, 1, 1, row_cache.get_seq_length() + 1), dtype=torch.bool, device=hidden_states.device)
+            output, _, topk = self.forward(
+                hidden_states[row : row + 1],
+                (cos[row : row + 1], sin[row : row + 1]),
+                visible,
+                cache=row_cache,
+                position_ids=None if position_ids is None else position_ids[row : row + 1],
+                prev_topk_indices=None if prev_topk_indices is None else prev_topk_indices[row],
+                **kwargs,
+            )
+            outputs.append(output)
+            picks.append(topk)
+        return torch.cat(outputs), None, picks
 
     def _dense(
         self,

@@ -15,6 +15,9 @@ per token, and models on transformers' `sdpa` attention and `grouped_mm` experts
 `single_token_attention` (keys stored transposed, two matmuls) and `single_token_experts` (the
 token's experts as plain matmuls) for one-token forwards; multi-token forwards are unchanged.
 
+With `decode_batch` > 1, calls from several threads (concurrent episodes, each its own conversation
+and cache) share one forward per decode step: see `batching.py`.
+
 Logprobs are log_softmax(logits / temperature) of the sampled token, before top-k/top-p
 truncation: the distribution a trainer recomputes at the rollout temperature. Greedy decoding
 (temperature 0) reports log_softmax(logits).
@@ -26,7 +29,7 @@ import hashlib
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,9 +60,10 @@ from swedojo.agent.backends.base import (
     SamplingParams,
     Usage,
 )
+from swedojo.agent.backends.batching import DecodeScheduler, RowCaches
 from swedojo.agent.backends.dsa import prepare_glm_moe_dsa
 from swedojo.agent.backends.routing import RoutingRecorder
-from swedojo.agent.chats import chat_format_for
+from swedojo.agent.chats import ChatFormat, chat_format_for
 
 
 class CheckpointNotFoundError(BackendError):
@@ -185,8 +189,15 @@ def single_token_attention(
     small heads, and a [queries, dim] x [dim, tokens] matmul against keys stored transposed
     (`GrowableLayer(transposed_keys=True)`) streams them about twice as fast. Query heads are
     grouped per key head as `repeat_kv` pairs them, so no key is copied. Longer queries go to SDPA,
-    with the keys made contiguous first (SDPA is slow on the transposed layout).
+    with the keys made contiguous first (SDPA is slow on the transposed layout). Keys and values given
+    as per-row lists (a batched decode step, `batching.RowCaches`) are attended row by row.
     """
+    if isinstance(key, list):  # a batched decode step: each row attends to its own cache (`RowCaches`)
+        rows = [
+            single_token_attention(module, query[row : row + 1], key[row], value[row], None, dropout, scaling, **kwargs)[0]
+            for row in range(len(key))
+        ]
+        return torch.cat(rows), None
     plain = kwargs.get("softcap") is None and kwargs.get("s_aux") is None and kwargs.get("sliding_window") is None
     if query.shape[2] != 1 or not plain or (dropout and module.training):
         if key.stride(-1) != 1:
@@ -281,6 +292,34 @@ def sample_token(logits: torch.Tensor, params: SamplingParams, generator: torch.
     return token, float(logprobs[token])
 
 
+class _Turn:
+    """One call's sampling: tokens drawn from successive logits until a stop token, a stop string or
+    the budget. The unbatched loop and the decode scheduler (`batching.py`) both drive it."""
+
+    def __init__(self, params: SamplingParams, generator: torch.Generator, budget: int, chat: ChatFormat) -> None:
+        self.params, self.generator, self.budget, self.chat = params, generator, budget, chat
+        self.stop_ids = chat.stop_token_ids | set(params.stop_token_ids)
+        self.longest_stop = max((len(s.encode()) for s in params.stop), default=0)
+        self.sampled: list[int] = []
+        self.logprobs: list[float] = []
+        self.finish = FinishReason.LENGTH
+
+    def next_token(self, logits: torch.Tensor) -> int | None:
+        """Sample from `logits`; the token to feed next, or None when the turn is over."""
+        token, logprob = sample_token(logits, self.params, self.generator)
+        self.sampled.append(token)
+        self.logprobs.append(logprob)
+        if token in self.stop_ids or (self.longest_stop and self._ends_with_stop()):
+            self.finish = FinishReason.STOP
+            return None
+        return token if len(self.sampled) < self.budget else None
+
+    def _ends_with_stop(self) -> bool:
+        # A stop string of n bytes spans at most n byte-level tokens, plus one for a split character.
+        tail = self.chat.decode(self.sampled[-(self.longest_stop + 1) :])
+        return any(stop in tail for stop in self.params.stop)
+
+
 def weights_version(model: PreTrainedModel) -> str:
     """A fingerprint of the weights: every parameter's name, shape, dtype and first values, hashed.
 
@@ -310,8 +349,13 @@ class InProcessBackend:
         prefill_chunk: int = 2048,
         seed: int = 0,
         record_routing: bool = False,
+        decode_batch: int = 1,
     ) -> None:
         """`retain_cache` False re-prefills the whole prompt every call (the baseline benchmarks compare).
+
+        `decode_batch` > 1 lets up to that many conversations generating at the same time (from their
+        own threads) share one forward per decode step (`batching.py`); prefills stay one at a time.
+        1 runs each call alone, the whole call under one lock.
 
         `record_routing` records the experts every token was routed to (MoE models; see `routing.py`)
         into `Generation.routed_experts`.
@@ -320,17 +364,20 @@ class InProcessBackend:
         attention or `grouped_mm` experts gets `ATTENTION` or `EXPERTS` (the same for multi-token
         forwards, faster one-token ones).
         """
-        if not prepare_glm_moe_dsa(model) and model.config._attn_implementation == "sdpa":
+        self.dsa = bool(prepare_glm_moe_dsa(model))
+        if not self.dsa and model.config._attn_implementation == "sdpa":
             model.set_attn_implementation(ATTENTION)
         if getattr(model.config, "_experts_implementation", None) == "grouped_mm":
             model.set_experts_implementation(EXPERTS)
         self.transposed_keys = model.config._attn_implementation == ATTENTION
+        self.batchable = self.transposed_keys or (self.dsa and model.config._attn_implementation in ("eager", "sdpa"))
+        """Whether decode steps of several conversations can share a forward (attention that reads per-row caches)."""
         self.model = model.eval()
         self.chat = chat_format_for(tokenizer)
         self.name = name
         self.version = weights_version(model)
         self.retain_cache = retain_cache
-        self.max_conversations = max_conversations
+        self.max_conversations = max(max_conversations, decode_batch)
         self.prefill_chunk = prefill_chunk
         self.device = next(model.parameters()).device
         self.context_length = int(getattr(model.config, "max_position_embeddings", 0) or 0)
@@ -338,7 +385,10 @@ class InProcessBackend:
         recorder = RoutingRecorder(model) if record_routing else None
         self._recorder = recorder if recorder is not None and recorder.routers else None
         self._conversations: OrderedDict[str, _Conversation] = OrderedDict()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
+        """Held by every forward, and by a whole call when decode steps are not batched."""
+        self.scheduler = DecodeScheduler(self._forward_batch, decode_batch) if decode_batch > 1 else None
+        """Batches the decode steps of concurrent calls; None when each call runs alone."""
 
     @classmethod
     def from_pretrained(
@@ -371,24 +421,20 @@ class InProcessBackend:
         generator = self._generator
         if params.seed is not None:
             generator = torch.Generator(self.device).manual_seed(params.seed)
-        stop_ids = self.chat.stop_token_ids | set(params.stop_token_ids)
-        longest_stop = max((len(s.encode()) for s in params.stop), default=0)
-        sampled: list[int] = []
-        logprobs: list[float] = []
-        finish = FinishReason.LENGTH
-        with self._lock, torch.inference_mode(), self._state(conversation_id) as conversation:
-            logits, cached = self._prefill(conversation, prompt)
+        turn = _Turn(params, generator, budget, self.chat)
+        scheduler = self.scheduler
+        whole_call = self._lock if scheduler is None else nullcontext()
+        with whole_call, torch.inference_mode(), self._state(conversation_id) as conversation:
+            with self._lock:
+                logits, cached = self._prefill(conversation, prompt)
             prefilled_at = time.perf_counter()
-            while len(sampled) < budget:
-                token, logprob = sample_token(logits, params, generator)
-                sampled.append(token)
-                logprobs.append(logprob)
-                if token in stop_ids or (longest_stop and self._ends_with_stop(sampled, params.stop, longest_stop)):
-                    finish = FinishReason.STOP
-                    break
-                if len(sampled) < budget:
+            if scheduler:
+                scheduler.decode(conversation, turn, logits)
+            else:
+                while (token := turn.next_token(logits)) is not None:
                     logits = self._forward(conversation, [token])
             routed = torch.cat(conversation.routes).tolist() if self._recorder and conversation.routes else []
+        sampled = turn.sampled
         text, reasoning, content = self.chat.split(sampled, params.thinking)
         return Generation(
             text=text,
@@ -396,11 +442,11 @@ class InProcessBackend:
             content=content,
             thinking=params.thinking,
             token_ids=sampled,
-            logprobs=logprobs,
+            logprobs=turn.logprobs,
             logprob_kind=LogprobKind.TEMPERATURE if params.temperature > 0 else LogprobKind.RAW,
             prompt_token_ids=prompt,
             routed_experts=routed,
-            finish_reason=finish,
+            finish_reason=turn.finish,
             usage=Usage(
                 prompt_tokens=len(prompt),
                 prefill_tokens=len(prompt) - cached,
@@ -417,6 +463,19 @@ class InProcessBackend:
             logits, _ = self._prefill(conversation, list(prompt))
             return logits.clone()
 
+    def decode_logits(self, tokens: Mapping[str, int]) -> dict[str, torch.Tensor]:
+        """Float32 logits after feeding each conversation its next token, all in one forward, as a
+        batched decode step does (for checks; one conversation takes the unbatched path)."""
+        with self._lock, torch.inference_mode():
+            conversations = [self._conversations[conversation_id] for conversation_id in tokens]
+            logits = self._forward_batch(conversations, list(tokens.values()))
+            return {conversation_id: row.clone() for conversation_id, row in zip(tokens, logits)}
+
+    def close(self) -> None:
+        """Stop the decode scheduler's thread, if there is one."""
+        if self.scheduler:
+            self.scheduler.close()
+
     def release(self, conversation_id: str) -> None:
         with self._lock:
             self._conversations.pop(conversation_id, None)
@@ -430,14 +489,16 @@ class InProcessBackend:
     def _state(self, conversation_id: str) -> Iterator[_Conversation]:
         """The conversation's cache; dropped afterwards when not retained, or when a forward failed
         half-way (some layers would hold keys the id list does not)."""
-        conversation = self._conversations.pop(conversation_id, None) or _Conversation(
-            GrowableCache(self.model.config, transposed_keys=self.transposed_keys)
-        )
+        with self._lock:
+            conversation = self._conversations.pop(conversation_id, None) or _Conversation(
+                GrowableCache(self.model.config, transposed_keys=self.transposed_keys)
+            )
         yield conversation
         if self.retain_cache:
-            self._conversations[conversation_id] = conversation
-            while len(self._conversations) > self.max_conversations:
-                self._conversations.popitem(last=False)
+            with self._lock:
+                self._conversations[conversation_id] = conversation
+                while len(self._conversations) > self.max_conversations:
+                    self._conversations.popitem(last=False)
 
     def _prefill(self, conversation: _Conversation, prompt: list[int]) -> tuple[torch.Tensor, int]:
         """Logits after `prompt` and how many of its tokens came from the cache."""
@@ -473,7 +534,32 @@ class InProcessBackend:
         conversation.logits = output.logits[0, -1].float()
         return conversation.logits
 
-    def _ends_with_stop(self, sampled: list[int], stops: list[str], longest: int) -> bool:
-        # A stop string of n bytes spans at most n byte-level tokens, plus one for a split character.
-        tail = self.chat.decode(sampled[-(longest + 1) :])
-        return any(stop in tail for stop in stops)
+    def _forward_batch(self, conversations: list[_Conversation], tokens: list[int]) -> list[torch.Tensor]:
+        """Feed each conversation its token in one forward (see `batching.py`); each one's logits.
+
+        Each row's position is its own conversation's length; the 4-D mask is a placeholder the
+        mask builders pass through, since row-wise attention sees exactly its own cached keys. A
+        model whose attention cannot take per-row caches runs the steps one by one.
+        """
+        with self._lock:
+            if len(conversations) == 1 or not self.batchable:
+                return [self._forward(conversation, [token]) for conversation, token in zip(conversations, tokens)]
+            rows = len(conversations)
+            placeholder = torch.ones((rows, 1, 1, 1), dtype=torch.bool, device=self.device)
+            with self._recorder.recording() if self._recorder else nullcontext():
+                output = self.model(
+                    input_ids=torch.tensor([[token] for token in tokens], device=self.device),
+                    position_ids=torch.tensor([[len(c.ids)] for c in conversations], device=self.device),
+                    attention_mask={"indexed_attention": placeholder} if self.dsa else placeholder,
+                    cache=RowCaches([c.cache for c in conversations]),
+                    use_cache=True,
+                    logits_to_keep=1,
+                )
+                routes = self._recorder.take(rows) if self._recorder else None
+            logits = output.logits[:, -1].float()
+            for row, (conversation, token) in enumerate(zip(conversations, tokens)):
+                conversation.ids.append(token)
+                conversation.logits = logits[row]
+                if routes is not None:
+                    conversation.routes.append(routes[row : row + 1])
+            return list(logits)
