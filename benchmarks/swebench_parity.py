@@ -35,6 +35,8 @@ except ImportError:
     print("RESULT skipped=no_swebench")
     sys.exit(0)
 
+from swedojo.repolaunch.launch import default_backend  # noqa: E402  (after the path fix above)
+
 ROOT = Path(__file__).resolve().parent.parent
 DOJO = str(Path(sys.executable).with_name("dojo"))
 
@@ -53,8 +55,8 @@ def _sample(suite: Path, mirror: Path, per_repo: int) -> tuple[list[dict], list[
     return chosen, sorted(absent)
 
 
-def _eval(suite: Path, mirror: Path, policy: str, ids: list[str], out: Path) -> dict[str, dict]:
-    command = [DOJO, "eval", "--suite", str(suite), "--mirror", str(mirror), "--policy", policy, "--rewards",
+def _eval(suite: Path, mirror: Path, backend: str, policy: str, ids: list[str], out: Path) -> dict[str, dict]:
+    command = [DOJO, "eval", "--suite", str(suite), "--mirror", str(mirror), "--backend", backend, "--policy", policy, "--rewards",
                "resolved", "--workers", "2", "--out", str(out), *[arg for i in ids for arg in ("--instance", i)]]
     proc = subprocess.run(command, capture_output=True, text=True, check=False)
     print(f"dojo eval --policy {policy}: exit {proc.returncode}; {proc.stdout.strip().splitlines()[-1:]}", flush=True)
@@ -70,6 +72,8 @@ def main() -> None:
     parser.add_argument("--suite", type=Path, default=ROOT.parent / "shared" / "swebench" / "lite-dev.jsonl")
     parser.add_argument("--mirror", type=Path, default=Path("/work/mirrors"))
     parser.add_argument("--per-repo", type=int, default=6)
+    parser.add_argument("--backend", default=None, help="sandbox backend (default: docker where an engine answers: "
+                        "its Debian releases bring the older Pythons old commits need)")
     args = parser.parse_args()
     if not args.suite.is_file():
         print(f"no suite at {args.suite}: nothing measured")
@@ -82,12 +86,13 @@ def main() -> None:
         print("RESULT skipped=no_mirrors")
         return
     ids = [r["instance_id"] for r in rows]
+    backend = args.backend or default_backend()
     root = Path(tempfile.mkdtemp(prefix="swedojo-bench-parity-"))
     print(f"{len(ids)} instances of {', '.join(sorted({r['repo'] for r in rows}))}; runs in {root}", flush=True)
     graded = statuses_same = verdicts_same = 0
     differences: list[str] = []
     for policy in ("gold", "empty"):
-        results = _eval(args.suite, args.mirror, policy, ids, root / policy)
+        results = _eval(args.suite, args.mirror, backend, policy, ids, root / policy)
         for row in rows:
             result = results.get(row["instance_id"])
             log = root / policy / "logs" / row["instance_id"] / "test_output.txt"
@@ -111,7 +116,7 @@ def main() -> None:
                                    + "; ".join(f"{t}: {ours.get(t)} vs {theirs.get(t)}" for t in differing[:3]))
     for line in differences:
         print(line)
-    print(f"RESULT instances={len(ids)} graded_logs={graded} statuses_same={statuses_same} verdicts_same={verdicts_same} "
+    print(f"RESULT backend={backend} instances={len(ids)} graded_logs={graded} statuses_same={statuses_same} verdicts_same={verdicts_same} "
           f"differences={len(differences)} repos_absent={len(absent)}")
 
 

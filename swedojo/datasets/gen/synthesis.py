@@ -203,15 +203,17 @@ class _Mutator:
                 sandbox.write_file(path, data)
             if selected is not None:  # the tests that call it first: most mutants break none of them
                 first = self._paced(lambda limit: run_tests(sandbox, self.env.spec, selected, limit), len(selected),
-                                    self._limit_of(selected))
+                                    self.settings.limit(self._baseline_of(selected)))
                 if first.timed_out:
                     entry.outcome, entry.detail = Outcome.TIMED_OUT, f"{len(selected)} selected tests"
                     return entry
                 if all(first.passed(t) for t in selected):
                     entry.outcome, entry.detail = Outcome.NO_BREAK, f"none of the {len(selected)} tests calling it broke"
                     return entry
+            # the whole suite may be slower than at the baseline by what the selected tests already were
+            slower = 0.0 if selected is None else max(0.0, first.duration_s - self._baseline_of(selected))
             run = self._paced(lambda limit: run_suite(sandbox, self.env.spec, limit), len(self.baseline.statuses),
-                              self.timeout_s)
+                              self.timeout_s + self.settings.timeout_factor * slower)
         except TestRunError as exc:
             entry.outcome, entry.detail = Outcome.INVALID, str(exc)
             return entry
@@ -262,13 +264,13 @@ class _Mutator:
         needed = PACE_MARGIN * result.duration_s * max(expected, done) / done
         return run(min(needed, MAX_PACE_FACTOR * limit)) if needed > limit else result
 
-    def _limit_of(self, tests: list[str]) -> float:
-        """Time limit of a run of `tests`: relative to what they took at the baseline, plus the
-        runner's start (the baseline's time not spent in tests), never more than the whole suite's."""
+    def _baseline_of(self, tests: list[str]) -> float:
+        """What a run of `tests` took at the baseline: their times plus the runner's start (the
+        baseline's time not spent in tests), never more than the whole suite's."""
         assert self.baseline.reach is not None
         whole, seconds = self.baseline.seconds, self.baseline.reach.seconds
         start = max(0.0, whole - sum(seconds.values()))
-        return self.settings.limit(min(whole, start + sum(seconds.get(t, whole) for t in tests)))
+        return min(whole, start + sum(seconds.get(t, whole) for t in tests))
 
     def _task(self, key: str, strategy: str, tag: str, mutant: dict[str, bytes], broken: list[str],
               still: list[str], log: str) -> TaskInstance:
