@@ -35,7 +35,7 @@ except ImportError:
     print("RESULT skipped=no_swebench")
     sys.exit(0)
 
-from swedojo.repolaunch.launch import default_backend  # noqa: E402  (after the path fix above)
+from swedojo.repolaunch.launch import default_backend
 
 ROOT = Path(__file__).resolve().parent.parent
 DOJO = str(Path(sys.executable).with_name("dojo"))
