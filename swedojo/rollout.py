@@ -145,7 +145,8 @@ def run_instance(
     except Exception as exc:
         return _infra_result(instance, policy, f"environment: {exc}".splitlines()[0], start)
     # The rollouts of one task form its group (one per run directory; `dojo export` joins them).
-    run = RunContext(spec=env.spec, checkpoint=_checkpointer(trajectory_file), group_id=instance.instance_id)
+    run = RunContext(spec=env.spec, checkpoint=_checkpointer(trajectory_file), group_id=instance.instance_id,
+                     files_dir=trajectory_file.with_name(f"{trajectory_file.stem}.files") if trajectory_file else None)
     try:
         stage(f"the {policy.name} policy at work")
         trajectory = policy.solve(instance, sandbox, run)
