@@ -75,8 +75,10 @@ class EnvironmentResolver(BaseModel):
         """The instance's environment, launched at `commit` (default: its setup commit); a failed
         launch raises its `LaunchError` (stage named) every time."""
         source = resolve_repo(instance.repo, self.mirror)
+        browser = instance.checks is not None  # a front-end task: graded in Chromium inside the sandbox
         if not self.launch:
-            return default_python_env(instance.repo, instance.setup_commit, source, self.backend, self.config).with_pool(self._pool)
+            env = default_python_env(instance.repo, instance.setup_commit, source, self.backend, self.config)
+            return (env.with_browser() if browser else env).with_pool(self._pool)
         key = (instance.repo, commit or instance.setup_commit)
         with self._guard:
             lock = self._locks.setdefault(key, threading.Lock())
@@ -86,7 +88,7 @@ class EnvironmentResolver(BaseModel):
             found = self._launched[key]
         if isinstance(found, LaunchError):
             raise type(found)(found.message, found.log_path)
-        return found.with_pool(self._pool)
+        return (found.with_browser() if browser else found).with_pool(self._pool)
 
     def _launch(self, repo: str, commit: str, source: Path, tests: list[str]) -> Environment | LaunchError:
         from swedojo.repolaunch.launch import environment, launch
@@ -143,7 +145,8 @@ def run_instance(
     except Exception as exc:
         return _infra_result(instance, policy, f"environment: {exc}".splitlines()[0], start)
     # The rollouts of one task form its group (one per run directory; `dojo export` joins them).
-    run = RunContext(spec=env.spec, checkpoint=_checkpointer(trajectory_file), group_id=instance.instance_id)
+    run = RunContext(spec=env.spec, checkpoint=_checkpointer(trajectory_file), group_id=instance.instance_id,
+                     files_dir=trajectory_file.with_name(f"{trajectory_file.stem}.files") if trajectory_file else None)
     try:
         stage(f"the {policy.name} policy at work")
         trajectory = policy.solve(instance, sandbox, run)

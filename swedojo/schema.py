@@ -362,6 +362,8 @@ class Step(BaseModel):
     """Calls parsed from the turn."""
     observation: str = ""
     """What the tools returned, as shown to the model."""
+    files: list[str] = Field(default_factory=list)
+    """Files this turn's tools saved (screenshots), relative to the trajectory file's directory."""
     error: str = ""
     """A model-visible error for this turn (bad tool call, format error), if any."""
     prompt_token_ids: list[int] = Field(default_factory=list)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 from swedojo.sandboxes.base import Sandbox
@@ -28,6 +29,8 @@ class RunContext:
     """Called after every step, so a killed run leaves its trajectory so far on disk."""
     group_id: str = ""
     """Rollouts of one task in one batch share it."""
+    files_dir: Path | None = None
+    """Where the run's tools save files for the trajectory (screenshots): a directory next to it; None: none kept."""
     extra: dict[str, str] = field(default_factory=dict)
     """Free-form labels recorded by the caller."""
 

@@ -40,7 +40,7 @@ from swedojo.tools.base import ToolContext, ToolResult
 from swedojo.tools.dispatch import FormatErrorCounter
 from swedojo.tools.formats import get_format
 from swedojo.tools.formats.base import FormatError, excerpt
-from swedojo.tools.registry import ToolSetConfig
+from swedojo.tools.registry import ToolRegistry, ToolSetConfig
 
 SYSTEM_PROMPT = """You are a careful software engineer working in a sandboxed copy of a repository.
 You act only through the tools below. Work in three phases:
@@ -82,6 +82,8 @@ class AgentConfig(BaseModel):
 
     tool_set: str = "swe"
     """Named tool set (fixes the tools and their fingerprints)."""
+    front_end_tool_set: str = "web"
+    """Tool set for front-end tasks (`TaskInstance.checks`): their pages are judged in a browser."""
     tool_format: str = "glm"
     """How the model writes tool calls: glm, openai or react."""
     tools: ToolSetConfig = Field(default_factory=ToolSetConfig)
@@ -154,6 +156,8 @@ class Episode:
     """The backend's id for this conversation (its cache), released when the run ends."""
     tools: ToolContext
     """What every tool call sees besides the sandbox."""
+    registry: ToolRegistry
+    """The tools of this run (the task's kind picks the set)."""
     verify_left: int
     """How many more submissions may be sent back for failing tests."""
     started: float = field(default_factory=time.monotonic)
@@ -188,6 +192,7 @@ class ModelPolicy:
         self.backend = backend
         self.config = config or AgentConfig()
         self.registry = self.config.tools.build(self.config.tool_set)
+        self.front_end_registry = self.config.tools.build(self.config.front_end_tool_set)
         self.format = get_format(self.config.tool_format)
 
     def solve(self, instance: TaskInstance, sandbox: Sandbox, run: RunContext | None = None) -> Trajectory:
@@ -210,20 +215,23 @@ class ModelPolicy:
             status, episode.trajectory.error = ExitStatus.INFRA_ERROR, f"model backend: {type(exc).__name__}: {exc}"
         finally:
             self.backend.release(episode.conversation)
+            episode.tools.close()
         return self.finish(episode, status)
 
     def start(self, instance: TaskInstance, sandbox: Sandbox, run: RunContext) -> Episode:
         """The prompts, an empty trajectory and the conversation they open."""
-        system = self.system_prompt.format(tools=self.format.render_tools(self.registry.specs()))
+        registry = self.registry if instance.checks is None else self.front_end_registry
+        system = self.system_prompt.format(tools=self.format.render_tools(registry.specs()))
         task = self.task_prompt.format(workdir=sandbox.workdir, issue=instance.problem_statement.strip())
         trajectory = Trajectory(
             instance_id=instance.instance_id, policy=self.name, model=self.backend.name, group_id=run.group_id,
             policy_version=self.backend.version,
-            system_prompt=system, task_prompt=task, tool_fingerprints=self.registry.fingerprints(),
-            toolset_fingerprint=self.registry.fingerprint,
+            system_prompt=system, task_prompt=task, tool_fingerprints=registry.fingerprints(),
+            toolset_fingerprint=registry.fingerprint,
         )
         return Episode(sandbox=sandbox, run=run, trajectory=trajectory, messages=[Message.system(system), Message.user(task)],
-                       conversation=f"{instance.instance_id}-{id(trajectory)}", tools=ToolContext(env=run.spec),
+                       conversation=f"{instance.instance_id}-{id(trajectory)}",
+                       tools=ToolContext(env=run.spec, files_dir=run.files_dir), registry=registry,
                        verify_left=self.config.verify_rounds)
 
     def step(self, episode: Episode, index: int) -> ExitStatus | None:
@@ -231,9 +239,10 @@ class ModelPolicy:
         generation = self.query(episode)
         episode.messages.append(generation.message())
         step = self.record(episode, index, generation)
-        calls, errors = self.parse(generation)
+        calls, errors = self.parse(generation, episode.registry)
         step.tool_calls = calls
         results = self.execute(episode, calls)
+        step.files = [name for result in results for name in result.files]
         observations = self.observe(step, calls, results, errors)
         submission = next((r for r in results if r.submitted), None)
         problems = self.review(episode, submission.patch) if submission is not None else ""
@@ -272,16 +281,16 @@ class ModelPolicy:
         episode.sampled += generation.usage.completion_tokens or len(generation.token_ids)
         return step
 
-    def parse(self, generation: Generation) -> tuple[list[ToolCall], list[FormatError]]:
+    def parse(self, generation: Generation, registry: ToolRegistry) -> tuple[list[ToolCall], list[FormatError]]:
         """The turn's calls and format errors: the calls a server already parsed, else those in the text."""
         if generation.tool_calls:
             return structured_calls(generation.tool_calls)
-        parsed = self.format.parse(generation.content, self.registry.specs())
+        parsed = self.format.parse(generation.content, registry.specs())
         return parsed.calls, parsed.errors
 
     def execute(self, episode: Episode, calls: list[ToolCall]) -> list[ToolResult]:
         """Validate and run each call in the sandbox; a rejected call comes back as a result."""
-        return [self.registry.dispatch(call, episode.sandbox, episode.tools) for call in calls]
+        return [episode.registry.dispatch(call, episode.sandbox, episode.tools) for call in calls]
 
     def observe(self, step: Step, calls: list[ToolCall], results: list[ToolResult], errors: list[FormatError]) -> list[Message]:
         """What the model reads next: each call's result, then the format errors; both also set `step.error`."""

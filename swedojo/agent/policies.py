@@ -6,6 +6,7 @@ The `model` policy is `loop.ModelPolicy`; `factory.make_policy` builds any of th
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from collections.abc import Mapping
 from datetime import datetime, timezone
@@ -30,10 +31,17 @@ def _tool_registry(tool_set: str = "swe") -> ToolRegistry:
     return ToolSetConfig().build(tool_set)
 
 
-def _act(registry: ToolRegistry, trajectory: Trajectory, sandbox: Sandbox, run: RunContext | None, step: Step) -> bool:
+def _context(run: RunContext | None) -> ToolContext:
+    """What the tool calls of one run share (close it when the run ends)."""
+    return ToolContext(env=run.spec if run else None, files_dir=run.files_dir if run else None)
+
+
+def _act(registry: ToolRegistry, trajectory: Trajectory, sandbox: Sandbox, run: RunContext | None, step: Step,
+         ctx: ToolContext) -> bool:
     """Dispatch a step's calls through the tools, record what they returned; True when one submitted."""
-    results = [registry.dispatch(call, sandbox, ToolContext(env=run.spec if run else None)) for call in step.tool_calls]
+    results = [registry.dispatch(call, sandbox, ctx) for call in step.tool_calls]
     step.observation = "\n".join(r.output for r in results)
+    step.files = [name for result in results for name in result.files]
     trajectory.steps.append(step)
     if run:
         run.checkpoint(trajectory)
@@ -66,9 +74,10 @@ class GoldPolicy:
         trajectory = Trajectory(instance_id=instance.instance_id, policy=self.name, group_id=run.group_id if run else "",
                                 tool_fingerprints=registry.fingerprints(), toolset_fingerprint=registry.fingerprint)
         apply = ToolCall(name="bash", arguments={"command": gold_apply_command(instance.patch)})
-        _act(registry, trajectory, sandbox, run, Step(index=0, phase="execute", tool_calls=[apply]))
+        ctx = _context(run)
+        _act(registry, trajectory, sandbox, run, Step(index=0, phase="execute", tool_calls=[apply]), ctx)
         submit = Step(index=1, phase="submit", tool_calls=[ToolCall(name="submit")])
-        _act(registry, trajectory, sandbox, run, submit)
+        _act(registry, trajectory, sandbox, run, submit, ctx)
         trajectory = _finish(trajectory, sandbox, ExitStatus.SUBMITTED)
         if not trajectory.patch.strip() and instance.patch.strip():
             # It did not apply: submit the gold text as it is, so grading reports patch_failed.
@@ -96,23 +105,26 @@ class ReplayPolicy:
 
     name = "replay"
 
-    def __init__(self, trajectories: Path, tool_set: str = "swe") -> None:
+    def __init__(self, trajectories: Path, tool_set: str = "swe", front_end_tool_set: str = "web") -> None:
         self.trajectories = trajectories
         self.tool_set = tool_set
+        self.front_end_tool_set = front_end_tool_set
+        """The tool set of front-end tasks (as `AgentConfig.front_end_tool_set`)."""
 
     def solve(self, instance: TaskInstance, sandbox: Sandbox, run: RunContext | None = None) -> Trajectory:
         path = self.trajectories / f"{instance.instance_id}.json"
         if not path.is_file():
             raise ReplayNotFoundError(f"{instance.instance_id}: no recorded trajectory at {path}")
         recorded = Trajectory.model_validate_json(path.read_text(encoding="utf-8"))
-        registry = _tool_registry(self.tool_set)
+        registry = _tool_registry(self.tool_set if instance.checks is None else self.front_end_tool_set)
         registry.check_replay(recorded.tool_fingerprints)
         trajectory = recorded.model_copy(update={"policy": self.name, "steps": [], "patch": ""})
         status = ExitStatus.LIMIT_STEPS
-        for step in recorded.steps:
-            if _act(registry, trajectory, sandbox, run, step.model_copy(update={"observation": ""})):
-                status = ExitStatus.SUBMITTED
-                break
+        with contextlib.closing(_context(run)) as ctx:
+            for step in recorded.steps:
+                if _act(registry, trajectory, sandbox, run, step.model_copy(update={"observation": "", "files": []}), ctx):
+                    status = ExitStatus.SUBMITTED
+                    break
         return _finish(trajectory, sandbox, status)
 
 

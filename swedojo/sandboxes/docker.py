@@ -26,6 +26,7 @@ import re
 import secrets
 import select
 import shlex
+import shutil
 import signal
 import socket
 import struct
@@ -51,6 +52,7 @@ from swedojo.sandboxes.base import (
     SandboxConfig,
     SandboxError,
 )
+from swedojo.sandboxes.browser import BrowserUnavailableError
 from swedojo.sandboxes.image_use import record_use
 from swedojo.sandboxes.owners import gone, reap_once, this_process
 from swedojo.sandboxes.seccomp import render_docker_profile
@@ -772,6 +774,13 @@ class DockerSandbox(OneOffFiles):
         update = {"image": DEFAULT_PYTHON_IMAGE, "test_command": "python3 -m pytest -rA -p no:cacheprovider"}
         return spec.model_copy(update=update), config
 
+    @classmethod
+    def with_browser(cls, spec: EnvSpec) -> EnvSpec:
+        """The spec's image with Debian's chromium added (`browser_image`), built on first use."""
+        from swedojo.sandboxes.browser_image import ensure_browser_image
+
+        return spec.model_copy(update={"image": ensure_browser_image(spec.image)})
+
     def __init__(
         self,
         image: str,
@@ -791,6 +800,8 @@ class DockerSandbox(OneOffFiles):
         self._container = container or Container(image, self.config, workdir)
         self._remove = remove
         self._closed = False
+        self._launchers: Path | None = None
+        """Host directory of the `launcher` scripts, made on first use."""
         try:
             archive = (
                 _repo_tar(source, commit)
@@ -821,10 +832,32 @@ class DockerSandbox(OneOffFiles):
     def _one_off(self, argv: list[str], data: bytes = b"", *, git: bool = False) -> tuple[int, bytes, bytes]:
         return self._live().run(argv, data)
 
+    def launcher(self, command: list[str], name: str) -> Path:
+        """A host executable, `<dir>/<name>`, that runs `command` (its own arguments appended) in the
+        container as the sandbox user, in the work tree: `docker exec -i` carries only stdin and
+        stdout, so the script hands its descriptors 3 and 4 (playwright's pipe to the browser and
+        back) in as those, and inside they are moved back to 3 and 4 (stdin from /dev/null, stdout
+        to stderr) before `command` starts. The container's confinement (no network, its seccomp
+        profile, limits) is the browser's."""
+        container = self._live()
+        cli = shutil.which("docker")
+        if cli is None:
+            raise BrowserUnavailableError("no docker command on PATH to start a program in the container")
+        if self._launchers is None:
+            self._launchers = Path(tempfile.mkdtemp(prefix="swedojo-launch-"))
+        inside = 'exec "$0" "$@" 3<&0 4>&1 </dev/null >&2'
+        argv = [cli, "exec", "-i", "-u", SANDBOX_USER, "-w", self.workdir, container.id, "sh", "-c", inside, *command]
+        path = self._launchers / name
+        path.write_text(f'#!/bin/sh\nexec {shlex.join(argv)} "$@" <&3 >&4 3<&- 4>&-\n')
+        path.chmod(0o700)
+        return path
+
     def close(self) -> None:
         if self._closed:
             return
         self._closed = True
+        if self._launchers is not None:
+            shutil.rmtree(self._launchers, ignore_errors=True)
         if self._remove is not None:  # nothing of it runs on: the terminal's close kills every process first
             self._terminal.close()
             self._remove(self._container)

@@ -71,6 +71,11 @@ class Environment(BaseModel):
         env._pool = pool if pool is not None and backend(self.backend).pooled else None
         return env
 
+    def with_browser(self) -> Environment:
+        """This environment with Chromium in its sandboxes (for front-end tasks): on docker, its image
+        plus the browser (`browser_image`, built on first use); locally, the host's."""
+        return self.model_copy(update={"spec": backend(self.backend).with_browser(self.spec)})
+
     def serving_standins(self) -> Environment | None:
         """This environment with the public test services' stand-ins in every sandbox (fresh
         containers, not the pool's); None where the backend has none or the network is on."""

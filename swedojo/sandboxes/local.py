@@ -358,6 +358,11 @@ class LocalSandbox(LocalConfinement, OneOffFiles):
         path = os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"])
         return spec, config.model_copy(update={"env": {"PATH": path, **variables, **config.env}})
 
+    @classmethod
+    def with_browser(cls, spec: EnvSpec) -> EnvSpec:
+        """Unchanged: the sandbox sees the host's root read-only, Debian's chromium included."""
+        return spec
+
     def __init__(
         self,
         source: Path,

@@ -52,6 +52,12 @@ class SandboxBackend(Protocol):
         on this backend (see `environment.default_python_env`)."""
         ...
 
+    @classmethod
+    def with_browser(cls, spec: EnvSpec) -> EnvSpec:
+        """`spec` made into one whose sandboxes have Chromium at `browser.CHROMIUM`, for front-end
+        tasks (`Environment.with_browser`); BrowserImageError when that cannot be made."""
+        ...
+
 
 _factories: dict[str, Callable[[], type[SandboxBackend]]] = {}
 

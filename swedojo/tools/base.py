@@ -8,14 +8,16 @@ and a replay against different tools is refused. The signature is built only fro
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, ClassVar, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 from pydantic_core import core_schema
 
@@ -44,6 +46,8 @@ class ToolResult(BaseModel):
     """The call ended the run with a submission."""
     patch: str = ""
     """The submitted diff, when `submitted`."""
+    files: list[str] = Field(default_factory=list)
+    """Files the call saved for the trajectory (screenshots), relative to the trajectory's directory."""
 
 
 @dataclass
@@ -60,6 +64,17 @@ class ToolContext:
     """Undo stack per file path: the bytes before each edit (None: the file did not exist)."""
     submitted: bool = False
     """Set by `submit`."""
+    files_dir: Path | None = None
+    """Where calls save files for the trajectory (a directory next to it); None: this run keeps none."""
+    resources: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
+    """What tools keep open across calls (the browser tool's Chromium), closed with the run (`close`)."""
+    state: dict[str, Any] = field(default_factory=dict)
+    """Tools' own state across calls, by tool name."""
+
+    def close(self) -> None:
+        """Close what the run's tools kept open."""
+        self.state.clear()
+        self.resources.close()
 
 
 class _ModelFacingSchema(GenerateJsonSchema):

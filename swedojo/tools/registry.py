@@ -124,9 +124,11 @@ DEFAULT_TOOL_SETS: dict[str, list[str]] = {
     "swe": ["bash", "str_replace_editor", "search", "run_tests", "submit"],
     "minimal": ["bash", "submit"],
     "setup": ["bash", "str_replace_editor", "search", "submit_setup"],
+    "web": ["bash", "str_replace_editor", "search", "browser", "submit"],
 }
 """swe: solving an issue; minimal: bash alone; setup: the setup agent of `dojo launch`, whose
-answer is a plan of commands (`submit_setup`), not a patch."""
+answer is a plan of commands (`submit_setup`), not a patch; web: a front-end task, judged in the
+browser (no tests to run; the agent looks at its pages with `browser`)."""
 
 
 class ToolSetConfig(BaseModel):

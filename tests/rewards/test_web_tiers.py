@@ -115,3 +115,22 @@ def test_dojo_eval_on_web_demo_with_gold_and_empty(tmp_path):
         assert result.exit_code == 0, result.output
         line = (tmp_path / policy / "results.jsonl").read_text().splitlines()[0]
         assert f'"status":"{status}"' in line.replace(" ", "")
+
+
+@pytest.mark.docker
+def test_dojo_eval_on_web_demo_on_docker_resolves_gold_and_no_empty(tmp_path):
+    """Chromium inside the containers, from the browser image built on first use from the Python image."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from swedojo.cli import app
+
+    ids = {t.instance_id for t in SUITE.loaded.instances}
+    for policy, status in (("gold", "resolved"), ("empty", "empty_patch")):
+        result = CliRunner().invoke(app, ["eval", "--suite", "web-demo", "--policy", policy, "--backend", "docker",
+                                          "--out", str(tmp_path / policy)])
+        assert result.exit_code == 0, result.output
+        rows = [json.loads(line) for line in (tmp_path / policy / "results.jsonl").read_text().splitlines()]
+        assert {r["instance_id"] for r in rows} == ids
+        assert all(r["status"] == status for r in rows), [(r["instance_id"], r["status"], r.get("error")) for r in rows]

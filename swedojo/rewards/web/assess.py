@@ -7,6 +7,7 @@ import hashlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from swedojo.progress import stage
 from swedojo.rewards.web.check import Check
@@ -17,6 +18,9 @@ from swedojo.sandboxes.base import Sandbox
 from swedojo.sandboxes.browser import sandbox_browser
 from swedojo.schema import EvalStatus, PageChecks, RewardReport, TaskInstance
 from swedojo.testrun.patches import PatchApplyError, apply_patch
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Browser
 
 BROWSER_TIERS = ("static", "runtime", "visual")
 
@@ -41,13 +45,17 @@ def shots_dir(instance: TaskInstance, candidate: str) -> Path:
     return Path(base) / "swedojo" / "screenshots" / instance.instance_id / digest
 
 
-def assess(sandbox: Sandbox, checks: PageChecks, shots: Path) -> WebAssessment:
-    """The three browser tiers on the work tree as it is, the browser inside `sandbox`."""
+def assess(sandbox: Sandbox, checks: PageChecks, shots: Path, browser: Browser | None = None) -> WebAssessment:
+    """The three browser tiers on the work tree as it is, the browser inside `sandbox`: `browser`
+    when one is kept warm there, else one started for this call."""
     stage("static checks of the pages")
     static = static_check(sandbox, checks)
     stage("rendering the pages in chromium inside the sandbox")
-    with sandbox_browser(sandbox) as browser:
+    if browser is not None:
         rendering = render(browser, sandbox, checks, shots)
+    else:
+        with sandbox_browser(sandbox) as started:
+            rendering = render(started, sandbox, checks, shots)
     stage("measuring the screenshots")
     return WebAssessment(static, rendering.runtime, visual_check(rendering.shots, checks.visual))
 
