@@ -100,9 +100,15 @@ class Gate:
         return pids
 
     def release(self, count: int) -> None:
-        """Let `count` held samples go on."""
-        for pid in self.wait(count)[:count]:
+        """Let `count` held samples go on; returns once their sleeps are gone, so a later `wait` or
+        `release` never counts a killed one that has not exited yet."""
+        killed = self.wait(count)[:count]
+        for pid in killed:
             os.kill(pid, signal.SIGKILL)
+        deadline = time.monotonic() + LIVENESS_S
+        while set(killed) & set(running(self.argv)):
+            assert time.monotonic() < deadline, f"killed sleeps {killed} never exited"
+            time.sleep(0.05)
 
     def gone(self) -> bool:
         """No sample is held (a liveness bound for the kills of a cancelled batch's sandboxes)."""
