@@ -14,6 +14,7 @@ and a task on a node that cannot see them ends the run with `SharedFilesystemErr
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -36,6 +37,22 @@ instance as soon as one ends rather than after a round trip to the driver."""
 
 RAY_OBJECT_STORE_BYTES = 100 * 1024**2
 """Object store of a Ray started here: results are small JSON; the default takes 30% of RAM in /dev/shm."""
+
+
+def local_ip_towards(address: str) -> str | None:
+    """This machine's address on the way to the Ray cluster at `address` (`host:port`), which the
+    driver gives as its node's; None for other address forms (Ray then guesses it from a route to
+    the internet, which names no node of a cluster on loopback or on a private network, and its
+    driver waits for minutes before it settles on one)."""
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        return None
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.connect((host, int(port)))  # UDP: no packet is sent, the kernel only picks the route
+            return probe.getsockname()[0]
+    except OSError:
+        return None
 
 
 class InstanceWork(Protocol):
@@ -184,7 +201,7 @@ class RayExecutor:
         quiet = {"log_to_driver": False, "logging_level": "WARNING", "configure_logging": True}
         try:
             if self.address:
-                ray.init(address=self.address, **quiet)
+                ray.init(address=self.address, _node_ip_address=local_ip_towards(self.address), **quiet)
             else:
                 ray.init(num_cpus=self.workers, include_dashboard=False, object_store_memory=RAY_OBJECT_STORE_BYTES,
                          **quiet)

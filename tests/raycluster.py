@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import Self
 
+from swedojo.executors import local_ip_towards
+
 RAY = Path(sys.executable).parent / "ray"
 
 FAST_NODE_DEATH = {"health_check_initial_delay_ms": 0, "health_check_period_ms": 500,
@@ -113,7 +115,8 @@ class RayCluster:
             head = self.nodes["head"]
             assert head.poll() is None, f"ray head exited {head.returncode}:\n{self.log('head')[-3000:]}"
             try:
-                ray.init(address=self.address, log_to_driver=False, logging_level="WARNING")
+                ray.init(address=self.address, _node_ip_address=local_ip_towards(self.address), log_to_driver=False,
+                         logging_level="WARNING")
                 return
             except ConnectionError:
                 assert time.monotonic() < deadline, f"no Ray head at {self.address} after {timeout_s:g}s"
