@@ -4,9 +4,9 @@ import json
 import os
 import threading
 import time
-from pathlib import Path
 
 import pytest
+from procs import running
 from taskrepo import make_task_repo
 from typer.testing import CliRunner
 
@@ -176,18 +176,6 @@ def test_skipped_records_are_in_the_rate_and_the_exit_code(tmp_path):
     assert named.exit_code == 0 and "1/1 (100%)" in named.output, named.output
 
 
-def _running(argv: list[str]) -> list[int]:
-    """Pids of the processes on this host whose command line is `argv`."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and (entry / "cmdline").read_bytes().split(b"\0")[:-1] == [a.encode() for a in argv]:
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
-
-
 @pytest.mark.parametrize("backend", ["local", pytest.param("docker", marks=pytest.mark.docker)])
 def test_an_instance_over_its_budget_is_timed_out_and_its_sandboxes_are_stopped(tmp_path, backend):
     mirror, task = make_task_repo(tmp_path / "mirror")
@@ -211,9 +199,9 @@ def test_an_instance_over_its_budget_is_timed_out_and_its_sandboxes_are_stopped(
     assert summary["counts"]["timed_out"] == 1 and summary["counts"]["infra_error"] == 0 and summary["resolved"] == 1
     assert "owner__calc-slow: timed_out" in result.output
     deadline = time.monotonic() + 60  # a liveness bound for the SIGKILLs sent, not a speed check
-    while _running(sleep) and time.monotonic() < deadline:
+    while running(sleep) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert _running(sleep) == []  # the test run in the stopped sandbox went with it
+    assert running(sleep) == []  # the test run in the stopped sandbox went with it
     if backend == "docker":
         from swedojo.sandboxes.docker import OWNER_PID_LABEL, api
 

@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
+from procs import running
 from taskrepo import make_task_repo
 
 from swedojo.sandboxes.owners import reap_local, this_process
@@ -24,21 +25,10 @@ ENV = {**os.environ, "COLUMNS": "400", "PYTHONPATH": str(ROOT)}
 pytestmark = pytest.mark.slow
 
 
-def _sleeping(argv: list[str]) -> list[int]:
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and (entry / "cmdline").read_bytes().split(b"\0")[:-1] == [a.encode() for a in argv]:
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
-
-
 def _ends(argv: list[str], bound_s: float = 60.0) -> bool:
     """Whether the processes running `argv` end within `bound_s` (a liveness bound, not a speed check)."""
     deadline = time.monotonic() + bound_s
-    while _sleeping(argv):
+    while running(argv):
         if time.monotonic() > deadline:
             return False
         time.sleep(0.05)
@@ -66,7 +56,7 @@ def _eval(tmp_path: Path, name: str, backend: str, sleep: list[str] | None = Non
 def _started(command: list[str], sleep: list[str]) -> subprocess.Popen[str]:
     """A run, once its sandbox runs the test that sleeps."""
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)
-    while not _sleeping(sleep):
+    while not running(sleep):
         assert proc.poll() is None, proc.communicate()[0][-3000:]
         time.sleep(0.05)
     return proc
@@ -135,7 +125,7 @@ def test_the_next_run_reaps_what_a_killed_run_left_and_not_what_a_live_run_has(t
             assert _containers(**{"swedojo.owner_pid": str(killed.pid)}) == []
             assert orphan not in _containers(**{"swedojo.sandbox": "1"})
             assert set(held) <= set(_containers(**{"swedojo.owner_pid": str(live.pid)})) and live.poll() is None
-        assert _sleeping(killed_sleep) == [] and _sleeping(live_sleep)
+        assert running(killed_sleep) == [] and running(live_sleep)
     finally:
         live.send_signal(signal.SIGKILL)
         live.communicate()

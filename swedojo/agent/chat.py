@@ -14,12 +14,11 @@ whitespace), and then the cache and the trainer would see a sequence the model n
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterable, Sequence
-from functools import lru_cache
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from swedojo.agent.backends.base import BackendError, Message, Role, ThinkingHistory
+from swedojo.agent.tokentext import TokenizerText, single_ids
 from swedojo.schema import ToolCall
 
 if TYPE_CHECKING:
@@ -54,7 +53,7 @@ class MissingSpecialTokenError(BackendError):
     """The tokenizer does not carry a GLM special token as a single id."""
 
 
-class GlmChat:
+class GlmChat(TokenizerText):
     """Renders conversations in the GLM format as token ids, and splits sampled ids into parts."""
 
     name = "glm"
@@ -69,33 +68,9 @@ class GlmChat:
 
     def __init__(self, tokenizer: PreTrainedTokenizerBase) -> None:
         """`tokenizer`: a Hugging Face tokenizer carrying `GLM_SPECIAL_TOKENS`."""
-        self.tokenizer = tokenizer
-        self.ids: dict[str, int] = {}
-        for token in GLM_SPECIAL_TOKENS:
-            token_id = tokenizer.convert_tokens_to_ids(token)
-            if token_id is None or token_id == tokenizer.unk_token_id or tokenizer.encode(
-                token, add_special_tokens=False
-            ) != [token_id]:
-                raise MissingSpecialTokenError(f"tokenizer has no single id for {token!r}")
-            self.ids[token] = token_id
+        super().__init__(tokenizer)
+        self.ids = single_ids(tokenizer, GLM_SPECIAL_TOKENS, MissingSpecialTokenError)
         self.stop_token_ids: frozenset[int] = frozenset(self.ids[t] for t in STOP_TOKENS)
-        # `split_special_tokens` toggles state on the shared Rust tokenizer.
-        self._lock = threading.Lock()
-        # Every turn re-renders the whole conversation; segments seen before are not re-tokenised.
-        self._encode = lru_cache(maxsize=1024)(self._encode_uncached)
-
-    def _encode_uncached(self, text: str, special: bool) -> tuple[int, ...]:
-        with self._lock:
-            return tuple(
-                self.tokenizer.encode(text, add_special_tokens=False, split_special_tokens=not special)
-            )
-
-    def encode(self, text: str, *, special: bool) -> list[int]:
-        """Ids of `text`; with `special` False, strings like `<|user|>` stay plain text (untrusted input)."""
-        return list(self._encode(text, special)) if text else []
-
-    def decode(self, ids: Iterable[int]) -> str:
-        return self.tokenizer.decode(list(ids), skip_special_tokens=False, clean_up_tokenization_spaces=False)
 
     def render(
         self,

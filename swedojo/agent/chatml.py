@@ -16,12 +16,11 @@ writes the empty block `<think>\\n\\n</think>\\n\\n` (`enable_thinking=False`).
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterable, Sequence
-from functools import lru_cache
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from swedojo.agent.backends.base import BackendError, Message, Role, ThinkingHistory
+from swedojo.agent.tokentext import TokenizerText, single_ids
 from swedojo.schema import ToolCall
 
 if TYPE_CHECKING:
@@ -47,7 +46,7 @@ class MissingChatMLTokenError(BackendError):
     """The tokenizer does not carry a ChatML markup token as a single id."""
 
 
-class ChatMLChat:
+class ChatMLChat(TokenizerText):
     """Renders conversations in Qwen3's ChatML as token ids, and splits sampled ids into parts."""
 
     name = "chatml"
@@ -58,29 +57,9 @@ class ChatMLChat:
         return "<|im_start|>" in str(getattr(tokenizer, "chat_template", None) or "")
 
     def __init__(self, tokenizer: PreTrainedTokenizerBase) -> None:
-        self.tokenizer = tokenizer
-        self.ids: dict[str, int] = {}
-        for token in CHATML_SPECIAL_TOKENS:
-            token_id = tokenizer.convert_tokens_to_ids(token)
-            if token_id is None or token_id == tokenizer.unk_token_id or tokenizer.encode(
-                token, add_special_tokens=False
-            ) != [token_id]:
-                raise MissingChatMLTokenError(f"tokenizer has no single id for {token!r}")
-            self.ids[token] = token_id
+        super().__init__(tokenizer)
+        self.ids = single_ids(tokenizer, CHATML_SPECIAL_TOKENS, MissingChatMLTokenError)
         self.stop_token_ids: frozenset[int] = frozenset(self.ids[t] for t in STOP_TOKENS)
-        self._lock = threading.Lock()  # `split_special_tokens` toggles state on the shared Rust tokenizer
-        self._encode = lru_cache(maxsize=1024)(self._encode_uncached)
-
-    def _encode_uncached(self, text: str, special: bool) -> tuple[int, ...]:
-        with self._lock:
-            return tuple(self.tokenizer.encode(text, add_special_tokens=False, split_special_tokens=not special))
-
-    def encode(self, text: str, *, special: bool) -> list[int]:
-        """Ids of `text`; with `special` False, markup strings in it stay plain text (untrusted input)."""
-        return list(self._encode(text, special)) if text else []
-
-    def decode(self, ids: Iterable[int]) -> str:
-        return self.tokenizer.decode(list(ids), skip_special_tokens=False, clean_up_tokenization_spaces=False)
 
     def render(
         self,

@@ -19,12 +19,11 @@ Mistral tokenizers), else its text's ids (Mixtral v0.1 and Llama-2 tokenize `[IN
 from __future__ import annotations
 
 import json
-import threading
-from collections.abc import Iterable, Sequence
-from functools import lru_cache
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from swedojo.agent.backends.base import BackendError, Message, Role, ThinkingHistory
+from swedojo.agent.tokentext import TokenizerText
 from swedojo.schema import ToolCall
 
 if TYPE_CHECKING:
@@ -38,7 +37,7 @@ class MissingBosEosTokenError(BackendError):
     """The tokenizer has no single-id beginning- or end-of-sequence token."""
 
 
-class InstChat:
+class InstChat(TokenizerText):
     """Renders conversations in the Mixtral/Llama `[INST]` format as token ids, and splits sampled ids."""
 
     name = "inst"
@@ -49,30 +48,17 @@ class InstChat:
         return "[INST]" in str(getattr(tokenizer, "chat_template", None) or "")
 
     def __init__(self, tokenizer: PreTrainedTokenizerBase) -> None:
-        self.tokenizer = tokenizer
+        super().__init__(tokenizer)
         bos, eos = tokenizer.bos_token_id, tokenizer.eos_token_id
         if bos is None or eos is None:
             raise MissingBosEosTokenError("an [INST] chat needs the tokenizer's bos and eos tokens")
         self.bos, self.eos = int(bos), int(eos)
         self.stop_token_ids: frozenset[int] = frozenset({self.eos})
-        self._lock = threading.Lock()  # `split_special_tokens` toggles state on the shared Rust tokenizer
-        self._encode = lru_cache(maxsize=1024)(self._encode_uncached)
         self.markup: dict[str, list[int]] = {}
         for token in MARKUP:
             token_id = tokenizer.convert_tokens_to_ids(token)
             single = token_id is not None and token_id != tokenizer.unk_token_id
             self.markup[token] = [token_id] if single else self.encode(token, special=False)
-
-    def _encode_uncached(self, text: str, special: bool) -> tuple[int, ...]:
-        with self._lock:
-            return tuple(self.tokenizer.encode(text, add_special_tokens=False, split_special_tokens=not special))
-
-    def encode(self, text: str, *, special: bool) -> list[int]:
-        """Ids of `text`; with `special` False, markup strings in it stay plain text (untrusted input)."""
-        return list(self._encode(text, special)) if text else []
-
-    def decode(self, ids: Iterable[int]) -> str:
-        return self.tokenizer.decode(list(ids), skip_special_tokens=False, clean_up_tokenization_spaces=False)
 
     def render(
         self,

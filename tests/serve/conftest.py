@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from procs import running
 
 from swedojo.agent.backends.tiny import save_tiny
 from swedojo.serve.app import RunningServer, serve_in_thread
@@ -69,18 +70,6 @@ def serve(tmp_path: Path) -> Iterator:
 def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny GLM-5-architecture checkpoint: the policy the service loads and the trainer steps."""
     return save_tiny("glm_moe_dsa", tmp_path_factory.mktemp("tiny-glm"))
-
-
-def running(argv: list[str]) -> list[int]:
-    """Pids of the processes on this host whose command line is `argv`."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        try:
-            if entry.name.isdigit() and (entry / "cmdline").read_bytes().split(b"\0")[:-1] == [a.encode() for a in argv]:
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
 
 
 class Gate:
