@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import IO
 
-from swedojo.sandboxes.local import LocalConfinement
+from swedojo.sandboxes.local import BWRAP_TRIES, LocalConfinement, bwrap_raced
 
 _ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 """ANSI escape sequences: CSI (colours, cursor moves), OSC (titles, links), and two-byte ones."""
@@ -86,7 +86,17 @@ class BuildLog:
     def run(self, command: str, cwd: Path, env: dict[str, str], timeout: float,
             confinement: LocalConfinement | None = None) -> int | None:
         """Run a shell command with its output going to the log (line by line, escapes taken out);
-        the exit code, None on timeout. With `confinement`, inside it (its HOME and TMPDIR)."""
+        the exit code, None on timeout. With `confinement`, inside it (its HOME and TMPDIR); a
+        bubblewrap that raced a host mount before running anything is started again."""
+        code = self._run_once(command, cwd, env, timeout, confinement)
+        for _ in range(BWRAP_TRIES - 1 if confinement is not None else 0):
+            if code != 1 or not bwrap_raced("\n".join(self.tail(2))):
+                break
+            code = self._run_once(command, cwd, env, timeout, confinement)
+        return code
+
+    def _run_once(self, command: str, cwd: Path, env: dict[str, str], timeout: float,
+                  confinement: LocalConfinement | None) -> int | None:
         self.write(f"$ {command}\n")
         start = time.monotonic()
         argv = ["bash", "-c", command]

@@ -412,11 +412,11 @@ class LocalSandbox(LocalConfinement, OneOffFiles):
         """The shell; started again (up to 3 times) when bubblewrap failed to remount a mount that
         was coming or going on the host (a container starting or stopping), or to cover a socket
         file removed since it was listed: not this sandbox's fault."""
-        for _ in range(2):
+        for _ in range(BWRAP_TRIES - 1):
             try:
                 return PersistentTerminal(self._spawn(), self.config, reopen=self._spawn)
             except SandboxError as exc:
-                if not any(race in str(exc) for race in ("Unable to apply mount flags", "Can't create file at")):
+                if not bwrap_raced(str(exc)):
                     raise
         return PersistentTerminal(self._spawn(), self.config, reopen=self._spawn)
 
@@ -444,20 +444,31 @@ class LocalSandbox(LocalConfinement, OneOffFiles):
                 argv = [tool("nsenter"), f"--target={shell}", "--mount", "--", *self._setpriv(), *command]
             else:
                 argv = self._confine(command, fd)
-            try:  # a session of its own: no controlling terminal (/dev/tty) to reach
-                return subprocess.run(
-                    argv,
-                    input=data,
-                    capture_output=True,
-                    env=self.env() | {"PATH": _DEFAULT_PATH},
-                    cwd=self.workdir,
-                    pass_fds=() if fd is None else (fd,),
-                    timeout=FILE_OP_TIMEOUT_S,
-                    check=False,
-                    start_new_session=True,
-                )
-            except subprocess.TimeoutExpired as exc:
-                raise SandboxError(f"{command[0]} timed out in the sandbox") from exc
+            proc = self._run_once(argv, data, fd, command[0])
+            # a fresh bubblewrap that lost a race with a host mount never ran the command
+            for _ in range(BWRAP_TRIES - 1 if shell is None else 0):
+                if not bwrap_raced(proc.stderr.decode(errors="replace")):
+                    break
+                proc = self._run_once(argv, data, fd, command[0])
+            return proc
+
+    def _run_once(
+        self, argv: list[str], data: bytes, fd: int | None, name: str
+    ) -> subprocess.CompletedProcess[bytes]:
+        try:  # a session of its own: no controlling terminal (/dev/tty) to reach
+            return subprocess.run(
+                argv,
+                input=data,
+                capture_output=True,
+                env=self.env() | {"PATH": _DEFAULT_PATH},
+                cwd=self.workdir,
+                pass_fds=() if fd is None else (fd,),
+                timeout=FILE_OP_TIMEOUT_S,
+                check=False,
+                start_new_session=True,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise SandboxError(f"{name} timed out in the sandbox") from exc
 
     # -- the protocol --------------------------------------------------------------------------
 
@@ -504,6 +515,17 @@ def _new_cgroup(config: SandboxConfig) -> tuple[Cgroup | None, str]:
         return Cgroup(memory_bytes=config.memory_mb << 20, pids=config.pids, cpus=config.cpus), ""
     except OSError as exc:
         return None, str(exc)
+
+
+BWRAP_TRIES = 4
+"""How often a bubblewrap start that raced a host mount is tried (each race is a few in a hundred
+at worst: another sandbox's work tree unmounted while bubblewrap remounts the tree read-only)."""
+
+
+def bwrap_raced(stderr: str) -> bool:
+    """bubblewrap failed before running anything, because a mount it was copying read-only, or a
+    file it was covering, came or went on the host meanwhile: not the sandbox's fault."""
+    return "bwrap: " in stderr and any(race in stderr for race in ("Unable to apply mount flags", "Can't create file at"))
 
 
 @functools.cache

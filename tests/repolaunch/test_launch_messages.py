@@ -13,8 +13,11 @@ from pathlib import Path
 
 import pytest
 from launch_helpers import C_OK, DATE
+from mounts import churning_work_trees
 
 from swedojo.repolaunch.buildlog import BuildLog
+from swedojo.repolaunch.local import BUILD_LIMITS
+from swedojo.sandboxes.local import LocalConfinement, bubblewrap_problem
 
 DOJO = str(Path(sys.executable).with_name("dojo"))
 GRADLE = {"build.gradle": "plugins { id 'java' }\n", "src/main/java/X.java": "class X {}\n"}
@@ -71,6 +74,24 @@ def test_a_command_run_into_the_build_log_leaves_its_escapes_out(tmp_path: Path)
     assert log.run(r"printf '\033[1;31mnpm error\033[0m code ETARGET\n'", tmp_path, dict(os.environ), 60) == 0
     log.close()
     assert "npm error code ETARGET\n" in (tmp_path / "build.log").read_text()
+
+
+@pytest.mark.skipif(bubblewrap_problem() is not None or os.geteuid() != 0,
+                    reason="the race is bubblewrap's, and churning mounts needs root")
+def test_a_build_step_survives_work_trees_unmounted_on_the_host_meanwhile(tmp_path: Path) -> None:
+    """A fresh bubblewrap for each build step raced other sandboxes' work trees unmounting (a few
+    steps in a hundred failed before running anything); such a start is tried again."""
+    log = BuildLog(tmp_path / "build.log")
+    (tmp_path / "work").mkdir()
+    (tmp_path / "root").mkdir()
+    confinement = LocalConfinement(BUILD_LIMITS, tmp_path / "root", tmp_path / "work")
+    try:
+        with churning_work_trees():
+            codes = [log.run("true", tmp_path / "work", dict(os.environ), 60, confinement) for _ in range(100)]
+    finally:
+        confinement.close()
+        log.close()
+    assert codes == [0] * 100, (tmp_path / "build.log").read_text()[-2000:]
 
 
 @pytest.mark.parametrize("files", [NODE, C_OK], ids=["node", "c"])

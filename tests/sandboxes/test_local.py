@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
+from mounts import churning_work_trees
 from sandbox_helpers import env_without
 
 from swedojo.sandboxes.base import SandboxConfig
@@ -145,6 +146,18 @@ def test_diff_is_complete_and_survives_the_budget(git_repo: Path) -> None:
         assert "+changed" in patch and patch.count("+line") == 5000 and "GIT binary patch" in patch
     finally:
         sandbox.close()
+
+
+@needs_bwrap
+@needs_root
+def test_git_helpers_survive_work_trees_unmounted_on_the_host_meanwhile(box: LocalSandbox) -> None:
+    """Other sandboxes closing (their work tree's tmpfs unmounted, its directory removed) while a
+    fresh bubblewrap copies the host's mounts read-only made that bubblewrap fail, a few times in
+    a hundred: a diff ended as an infra error in CI. Churning such mounts must not reach ours."""
+    box.write_file("README.md", b"changed\n")
+    with churning_work_trees():
+        patches = [box.diff() for _ in range(150)]
+    assert all("+changed" in patch for patch in patches)
 
 
 def test_harness_python_is_reachable(git_repo: Path) -> None:
