@@ -12,8 +12,9 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import git
 from pydantic import BaseModel, PrivateAttr
@@ -131,11 +132,12 @@ def run_instance(
     trajectory_file: Path | None = None,
     rewards: RewardConfig | None = None,
     baselines: BaselineCache | None = None,
+    seed: int | None = None,
 ) -> InstanceResult:
     """Run `policy` on `instance`, then grade (and, with `rewards`, score every tier) in a fresh sandbox. Never raises.
 
     `trajectory_file`: where the trajectory is saved after every step. `baselines`: the suite's runs
-    at base kept between scores (see `BaselineCache`).
+    at base kept between scores (see `BaselineCache`). `seed`: the episode's sampling seed (`RunContext.seed`).
     """
     start = time.monotonic()
     try:
@@ -146,7 +148,8 @@ def run_instance(
         return _infra_result(instance, policy, f"environment: {exc}".splitlines()[0], start)
     # The rollouts of one task form its group (one per run directory; `dojo export` joins them).
     run = RunContext(spec=env.spec, checkpoint=_checkpointer(trajectory_file), group_id=instance.instance_id,
-                     files_dir=trajectory_file.with_name(f"{trajectory_file.stem}.files") if trajectory_file else None)
+                     files_dir=trajectory_file.with_name(f"{trajectory_file.stem}.files") if trajectory_file else None,
+                     seed=seed)
     try:
         stage(f"the {policy.name} policy at work")
         trajectory = policy.solve(instance, sandbox, run)

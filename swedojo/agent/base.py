@@ -6,6 +6,7 @@ this contract, not on each other.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,19 @@ class RunContext:
     """Where the run's tools save files for the trajectory (screenshots): a directory next to it; None: none kept."""
     extra: dict[str, str] = field(default_factory=dict)
     """Free-form labels recorded by the caller."""
+    seed: int | None = None
+    """The episode's sampling seed: turn t samples with `turn_seed(seed, t)`, so the episode samples
+    the same tokens however many others run beside it; None: the backend's own random stream."""
+
+
+def turn_seed(seed: int, turn: int) -> int:
+    """A turn's sampling seed, from its episode's (a 63-bit hash, so turns draw unrelated streams)."""
+    return derived_seed(seed, turn)
+
+
+def derived_seed(*parts: object) -> int:
+    """A 63-bit seed from `parts` (stable across runs and machines, unlike `hash`)."""
+    return int.from_bytes(hashlib.sha256("/".join(map(str, parts)).encode()).digest()[:8], "big") >> 1
 
 
 class Policy(Protocol):

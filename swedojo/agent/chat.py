@@ -57,6 +57,8 @@ class GlmChat(TokenizerText):
     """Renders conversations in the GLM format as token ids, and splits sampled ids into parts."""
 
     name = "glm"
+    tool_format = "glm"
+    """The tool-call text format (`tools.formats`) the template writes calls in."""
 
     @staticmethod
     def matches(tokenizer: PreTrainedTokenizerBase) -> bool:

@@ -50,6 +50,8 @@ class ChatMLChat(TokenizerText):
     """Renders conversations in Qwen3's ChatML as token ids, and splits sampled ids into parts."""
 
     name = "chatml"
+    tool_format = "openai"
+    """Calls are JSON objects in `<tool_call>` (Hermes style): the openai text format reads them."""
 
     @staticmethod
     def matches(tokenizer: PreTrainedTokenizerBase) -> bool:

@@ -26,6 +26,9 @@ class ChatFormat(Protocol):
     """What the in-process and scripted backends need of a chat format."""
 
     name: str
+    tool_format: str
+    """The tool-call text format (`tools.formats`) the template writes calls in: a policy on a model
+    of this format parses and renders calls in it unless told otherwise."""
     stop_token_ids: frozenset[int]
 
     def render(self, messages: Sequence[Message], *, history: ThinkingHistory = ..., thinking: bool | None = ...) -> list[int]:

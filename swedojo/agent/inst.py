@@ -41,6 +41,8 @@ class InstChat(TokenizerText):
     """Renders conversations in the Mixtral/Llama `[INST]` format as token ids, and splits sampled ids."""
 
     name = "inst"
+    tool_format = "openai"
+    """Calls are JSON objects, as Mixtral and Llama function calling write them."""
 
     @staticmethod
     def matches(tokenizer: PreTrainedTokenizerBase) -> bool:

@@ -11,7 +11,7 @@ import re
 import shlex
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from pydantic import BaseModel, Field
 from tenacity import (
@@ -30,7 +30,7 @@ from swedojo.agent.backends import (
     SamplingParams,
     TransientBackendError,
 )
-from swedojo.agent.base import RunContext
+from swedojo.agent.base import RunContext, turn_seed
 from swedojo.sandboxes.base import Sandbox, SandboxError
 from swedojo.schema import EnvSpec, ExitStatus, Step, TaskInstance, ToolCall, Trajectory
 from swedojo.testrun.command import selects_tests
@@ -84,8 +84,9 @@ class AgentConfig(BaseModel):
     """Named tool set (fixes the tools and their fingerprints)."""
     front_end_tool_set: str = "web"
     """Tool set for front-end tasks (`TaskInstance.checks`): their pages are judged in a browser."""
-    tool_format: str = "glm"
-    """How the model writes tool calls: glm, openai or react."""
+    tool_format: str | None = None
+    """How the model writes tool calls: glm, openai or react; None: as its chat template does
+    (`ChatFormat.tool_format`; glm for a model served over HTTP, whose server parses the calls)."""
     tools: ToolSetConfig = Field(default_factory=ToolSetConfig)
     """Available tool sets."""
     limits: LoopLimits = Field(default_factory=LoopLimits)
@@ -174,6 +175,12 @@ class Episode:
     """Prompt and sampled ids of the last turn: what the next prompt should extend."""
 
 
+def native_tool_format(backend: ModelBackend) -> str:
+    """The tool-call format of the backend's chat template, when it renders prompts itself; else glm."""
+    chat = getattr(backend, "chat", None)  # in-process and scripted backends render in a chat format
+    return chat.tool_format if chat is not None else "glm"
+
+
 class ModelPolicy:
     """Plan, execute, verify, submit, with a model backend and typed tools.
 
@@ -193,7 +200,7 @@ class ModelPolicy:
         self.config = config or AgentConfig()
         self.registry = self.config.tools.build(self.config.tool_set)
         self.front_end_registry = self.config.tools.build(self.config.front_end_tool_set)
-        self.format = get_format(self.config.tool_format)
+        self.format = get_format(self.config.tool_format or native_tool_format(backend))
 
     def solve(self, instance: TaskInstance, sandbox: Sandbox, run: RunContext | None = None) -> Trajectory:
         episode = self.start(instance, sandbox, run or RunContext())
@@ -262,7 +269,10 @@ class ModelPolicy:
 
     def query(self, episode: Episode) -> Generation:
         """The next assistant turn; a transient backend error is retried."""
-        sampling = self.config.sampling.model_copy(update={"stop": [*self.config.sampling.stop, *self.format.stop]})
+        update: dict[str, object] = {"stop": [*self.config.sampling.stop, *self.format.stop]}
+        if episode.run.seed is not None:
+            update["seed"] = turn_seed(episode.run.seed, len(episode.trajectory.steps))
+        sampling = self.config.sampling.model_copy(update=update)
         call = retry(
             retry=retry_if_exception_type(TransientBackendError),
             stop=stop_after_attempt(self.config.backend_retries),
@@ -339,7 +349,7 @@ class ModelPolicy:
                 status, trajectory.error = ExitStatus.INFRA_ERROR, f"sandbox: {exc}"
         trajectory.exit_status = status
         trajectory.stopped_by = self.limit_reached(episode, status)
-        trajectory.finished_at = datetime.now(timezone.utc)
+        trajectory.finished_at = datetime.now(UTC)
         self.checkpoint(episode)
         return trajectory
 

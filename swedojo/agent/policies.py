@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 import secrets
 from collections.abc import Mapping
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from swedojo.agent.base import RunContext
@@ -23,7 +23,7 @@ from swedojo.tools.registry import ToolRegistry, ToolSetConfig
 def _finish(trajectory: Trajectory, sandbox: Sandbox, status: ExitStatus) -> Trajectory:
     trajectory.patch = sandbox.diff()
     trajectory.exit_status = status
-    trajectory.finished_at = datetime.now(timezone.utc)
+    trajectory.finished_at = datetime.now(UTC)
     return trajectory
 
 
@@ -145,7 +145,7 @@ class PredictionPolicy:
             raise PredictionNotFoundError(f"{instance.instance_id}: the predictions hold no patch for it")
         return Trajectory(instance_id=instance.instance_id, policy=self.name, group_id=run.group_id if run else "",
                           patch=self.patches[instance.instance_id], exit_status=ExitStatus.SUBMITTED,
-                          finished_at=datetime.now(timezone.utc))
+                          finished_at=datetime.now(UTC))
 
 
 class PredictionNotFoundError(KeyError):

@@ -26,6 +26,10 @@ class Sampling(BaseModel):
     """Tokens per assistant turn."""
     max_steps: int = Field(default=40, ge=1)
     """Assistant turns per episode."""
+    seed: int | None = None
+    """Sample k of an instance (refills continue k) samples with a seed derived from (seed, instance
+    id, k), each turn its own: the same batch submitted again samples the same tokens from the same
+    weights, however the samples interleave. None: the model backend's own random stream."""
 
 
 class BatchRequest(BaseModel):
@@ -45,6 +49,9 @@ class BatchRequest(BaseModel):
     """For an http(s) model: the service's environment variable that holds its API key."""
     sampling: Sampling = Sampling()
     """Sampling settings for every turn."""
+    tool_set: str = "swe"
+    """The agent's tools, a named tool set: swe (bash, editor, search, tests, submit) or minimal
+    (bash and submit, as mini-swe-agent trains); it fixes the system prompt and the tool fingerprints."""
     weight_version: int | None = Field(default=None, ge=0)
     """The trainer's current weight version; when newer than the service's, it becomes current
     (as `POST /weights` does)."""

@@ -22,6 +22,7 @@ from swedojo.agent.backends import (
     SamplingParams,
     load_backend,
 )
+from swedojo.agent.base import derived_seed
 from swedojo.agent.loop import AgentConfig, LoopLimits, ModelPolicy
 from swedojo.datasets.io import SuiteFormatError, select_instances
 from swedojo.datasets.registry import SUITES, load_suite
@@ -51,6 +52,7 @@ from swedojo.serve.api import (
     SampleOutcome,
 )
 from swedojo.serve.groups import Done, Drop, Refill, decide, is_stale
+from swedojo.tools.registry import UnknownToolSetError
 
 if TYPE_CHECKING:
     from swedojo.sandboxes.pool import SandboxPool
@@ -106,7 +108,8 @@ class _Batch:
 
 
 IN_PROCESS_OPTIONS = {"record_routing": True}
-"""In-process models record the experts each token was routed to (`rollout_routed_experts`)."""
+"""In-process models record the experts each token was routed to (`rollout_routed_experts`), and
+batch the decode steps of up to `max_concurrent` samples into one forward (`decode_batch`)."""
 
 
 class RolloutService:
@@ -118,9 +121,10 @@ class RolloutService:
         `mirror`: local repos as owner/name for every suite."""
         self.root = root
         self.backend = backend
+        self.max_concurrent = max(1, max_concurrent)
         self.mirror = mirror
         self.pool = pool
-        self._executor = ThreadPoolExecutor(max_workers=max(1, max_concurrent), thread_name_prefix="swedojo-serve")
+        self._executor = ThreadPoolExecutor(max_workers=self.max_concurrent, thread_name_prefix="swedojo-serve")
         self._lock = threading.Lock()
         self._version = 0
         self._batches: dict[str, _Batch] = {}
@@ -150,25 +154,30 @@ class RolloutService:
         if not instances:
             raise BadBatchError(f"suite {request.suite} holds no instance to roll out")
         model = self._model(request.model, request.api_key_env)
+        sampling = request.sampling
+        agent = AgentConfig(
+            tool_set=request.tool_set,
+            limits=LoopLimits(max_steps=sampling.max_steps),
+            sampling=SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,
+                                    max_new_tokens=sampling.max_new_tokens),
+        )
+        try:
+            policy = ModelPolicy(model, agent)
+        except UnknownToolSetError as exc:
+            raise BadBatchError(exc.args[0]) from exc
         if request.weight_version is not None:
             with self._lock:
                 self._version = max(self._version, request.weight_version)
         batch_id = f"batch-{secrets.token_hex(4)}"
         directory = self.root / batch_id
         directory.mkdir(parents=True)
-        sampling = request.sampling
-        agent = AgentConfig(
-            limits=LoopLimits(max_steps=sampling.max_steps),
-            sampling=SamplingParams(temperature=sampling.temperature, top_p=sampling.top_p, top_k=sampling.top_k,
-                                    max_new_tokens=sampling.max_new_tokens),
-        )
         launch = request.launch if request.launch is not None else request.suite not in SUITES
         resolver = EnvironmentResolver(backend=self.backend, mirror=suite.mirror, launch=launch,
                                        launch_dir=self.root / "environments", pool=self.pool)
         rewards = RewardConfig() if request.rewards == "tiers" else None
         batch = _Batch(
             batch_id=batch_id, request=request, directory=directory, resolver=resolver,
-            policy=ModelPolicy(model, agent), rewards=rewards,
+            policy=policy, rewards=rewards,
             baselines=BaselineCache(directory / "baselines") if rewards else None,
             groups={i.instance_id: _Group(instance=i) for i in instances},
         )
@@ -214,6 +223,11 @@ class RolloutService:
         for batch_id in list(self._batches):
             self.cancel(batch_id)
         self._executor.shutdown(wait=False, cancel_futures=True)
+        with self._models_lock:
+            for model in self._models.values():
+                close = getattr(model, "close", None)  # an in-process model's decode scheduler thread
+                if close is not None:
+                    close()
 
     def _batch(self, batch_id: str) -> _Batch:
         with self._lock:
@@ -229,7 +243,7 @@ class RolloutService:
                 remote = spec.startswith(("http://", "https://"))
                 options = {"api_key_env": api_key_env} if remote else {}
                 if spec.startswith("tiny:") or Path(spec).is_dir():
-                    options.update(IN_PROCESS_OPTIONS)
+                    options.update(IN_PROCESS_OPTIONS, decode_batch=self.max_concurrent)
                 try:
                     self._models[spec] = load_backend(spec, **options)
                 except (BackendError, OSError, ValueError) as exc:
@@ -256,7 +270,9 @@ class RolloutService:
         path = batch.directory / "trajectories" / f"{instance.instance_id}__s{attempt}.json"
         try:
             with scoped(batch.scope):
-                result = run_instance(instance, batch.resolver, batch.policy, path, batch.rewards, batch.baselines)
+                seed = batch.request.sampling.seed
+                result = run_instance(instance, batch.resolver, batch.policy, path, batch.rewards, batch.baselines,
+                                      seed=None if seed is None else derived_seed(seed, instance.instance_id, attempt))
         except Exception as exc:  # noqa: BLE001 (the harness failed, e.g. the trajectory could not be written)
             error = f"harness: {type(exc).__name__}: {exc}".splitlines()[0]
             result = InstanceResult(

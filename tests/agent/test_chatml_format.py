@@ -22,6 +22,7 @@ from swedojo.agent.policies import RunContext
 from swedojo.repos import resolve_repo
 from swedojo.sandboxes.environment import default_python_env
 from swedojo.schema import ExitStatus, ToolCall, Trajectory
+from swedojo.tools.formats import get_format
 
 QWEN3_STYLE_TEMPLATE = (
     "{%- if tools %}{{- '<|im_start|>system\\n' }}"
@@ -80,7 +81,8 @@ def tiny_qwen3_moe(tokenizer: PreTrainedTokenizerFast):
 def _run(backend, tmp_path, **limits) -> Trajectory:
     mirror, task = make_task_repo(tmp_path)
     env = default_python_env(task.repo, task.base_commit, resolve_repo(task.repo, mirror), "local")
-    policy = ModelPolicy(backend, AgentConfig(tool_format="openai", limits=LoopLimits(**limits)))
+    policy = ModelPolicy(backend, AgentConfig(limits=LoopLimits(**limits)))
+    assert policy.format is get_format("openai")  # the template's own tool-call format, unasked
     with env.open(task.base_commit) as sandbox:
         return policy.solve(task, sandbox, RunContext(spec=env.spec))
 

@@ -23,6 +23,7 @@ from swedojo.agent.policies import RunContext
 from swedojo.repos import resolve_repo
 from swedojo.sandboxes.environment import default_python_env
 from swedojo.schema import ExitStatus, ToolCall, Trajectory
+from swedojo.tools.formats import get_format
 
 MIXTRAL_STYLE_TEMPLATE = (
     "{{- bos_token }}{%- set ns = namespace(system='', open=false) %}"
@@ -81,7 +82,7 @@ class RecordingBackend:
     """Passes every call to `backend` and keeps the generations, to check prompts turn by turn."""
 
     def __init__(self, backend) -> None:
-        self.backend, self.name, self.version = backend, backend.name, backend.version
+        self.backend, self.name, self.version, self.chat = backend, backend.name, backend.version, backend.chat
         self.generations: list[Generation] = []
 
     def generate(self, messages, params, *, conversation_id: str = "default") -> Generation:
@@ -96,7 +97,8 @@ class RecordingBackend:
 def _run(backend, tmp_path, **limits) -> Trajectory:
     mirror, task = make_task_repo(tmp_path)
     env = default_python_env(task.repo, task.base_commit, resolve_repo(task.repo, mirror), "local")
-    policy = ModelPolicy(backend, AgentConfig(tool_format="openai", limits=LoopLimits(**limits)))
+    policy = ModelPolicy(backend, AgentConfig(limits=LoopLimits(**limits)))
+    assert policy.format is get_format("openai")  # the template's own tool-call format, unasked
     with env.open(task.base_commit) as sandbox:
         return policy.solve(task, sandbox, RunContext(spec=env.spec))
 

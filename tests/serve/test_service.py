@@ -81,6 +81,27 @@ def test_a_batch_on_the_demo_suite_yields_every_group_with_records_that_rederive
     assert report["samples_started"] == 4 and report["infra_failures"] == report["stale_drops"] == 0
 
 
+@pytest.mark.docker
+def test_a_seeded_batch_submitted_again_samples_the_same_tokens_with_decode_steps_batched(serve, tiny_checkpoint):
+    # docker: every sandbox's work tree is /testbed, so the prompts are the same (the local backend's
+    # work tree is a fresh temp path, which the task prompt names)
+    client = serve(max_concurrent=2, backend="docker")
+    instance = load_suite("demo").loaded.instances[0].instance_id
+
+    def responses() -> dict[str, list[int]]:
+        batch = client.call("POST", "/batches", {
+            "suite": "demo", "instance_ids": [instance], "group_size": 2, "model": str(tiny_checkpoint),
+            "rewards": "resolved", "sampling": {"temperature": 1.0, "max_new_tokens": 16, "max_steps": 2, "seed": 7},
+        })["batch_id"]
+        [group] = client.stream(batch)
+        return {s["sample_id"].rsplit("__", 1)[1]: s["record"]["response_ids"] for s in group["samples"]}
+
+    first, again = responses(), responses()
+    assert first == again and set(first) == {"s0", "s1"}
+    assert first["s0"] != first["s1"]  # each sample its own seed
+    assert client.service._models[str(tiny_checkpoint)].scheduler.max_batch == 2
+
+
 def test_an_infra_failure_is_refilled_and_a_group_with_no_valid_sample_is_dropped(serve, tmp_path):
     gate = Gate(81)
     mirror, suite = calc_suite(tmp_path, ghost=True)
@@ -161,6 +182,10 @@ def test_a_bad_batch_is_refused_with_the_reason(serve, tmp_path):
     with pytest.raises(urllib.error.HTTPError) as unknown:
         client.call("POST", "/batches", {"suite": "demo", "instance_ids": ["nope-1"], "model": "tiny:glm_moe_dsa"})
     assert unknown.value.code == 400 and "nope-1" in unknown.value.read().decode()
+    with pytest.raises(urllib.error.HTTPError) as tools:
+        client.call("POST", "/batches", {"suite": "demo", "model": "tiny:glm_moe_dsa", "tool_set": "everything"})
+    assert tools.value.code == 400 and "unknown tool set 'everything'; known: minimal" in tools.value.read().decode()
+    assert not list((tmp_path / "served").glob("batch-*")), "a refused batch left a directory"
     with pytest.raises(urllib.error.HTTPError) as missing:
         client.call("GET", "/batches/batch-0000")
     assert missing.value.code == 404
