@@ -52,7 +52,7 @@ FAILED tests/test_version.py::test_parse - ValueError: invalid literal for int()
 
 def agent_opening() -> list[Message]:
     config = AgentConfig()
-    tools = get_format(config.tool_format).render_tools(config.tools.build(config.tool_set).specs())
+    tools = get_format("glm").render_tools(config.tools.build(config.tool_set).specs())  # the tiny models speak GLM
     return [Message.system(SYSTEM_PROMPT.format(tools=tools)), Message.user(TASK_PROMPT.format(workdir="/repo", issue=ISSUE))]
 
 

@@ -157,7 +157,7 @@ def conversation() -> tuple[str, str, list[str]]:
 
     config = AgentConfig()
     registry = config.tools.build(config.tool_set)
-    system = SYSTEM_PROMPT.format(tools=get_format(config.tool_format).render_tools(registry.specs()))
+    system = SYSTEM_PROMPT.format(tools=get_format("glm").render_tools(registry.specs()))  # the tiny model speaks GLM
     suite = load_suite("demo")
     instance = next(i for i in suite.loaded.instances if i.instance_id == TASK)
     task = TASK_PROMPT.format(workdir=WORKDIR, issue=instance.problem_statement.strip())
