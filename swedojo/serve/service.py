@@ -112,6 +112,12 @@ IN_PROCESS_OPTIONS = {"record_routing": True}
 batch the decode steps of up to `max_concurrent` samples into one forward (`decode_batch`)."""
 
 
+def checkpoint_stamp(directory: Path) -> tuple:
+    """Name, size and modification time of each weight and config file of a checkpoint directory."""
+    files = [f for f in directory.iterdir() if f.suffix in (".safetensors", ".bin") or f.name == "config.json"]
+    return tuple(sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files))
+
+
 class RolloutService:
     """Runs submitted batches; thread-safe, one per process (`dojo serve`)."""
 
@@ -129,6 +135,8 @@ class RolloutService:
         self._version = 0
         self._batches: dict[str, _Batch] = {}
         self._models: dict[str, ModelBackend] = {}
+        self._stamps: dict[str, tuple] = {}
+        """Per checkpoint directory: its weight files as last loaded (`checkpoint_stamp`)."""
         self._models_lock = threading.Lock()
 
     @property
@@ -237,17 +245,30 @@ class RolloutService:
         return batch
 
     def _model(self, spec: str, api_key_env: str) -> ModelBackend:
-        """The policy's backend, loaded once per spec (a checkpoint or tiny model is kept in memory)."""
+        """The policy's backend, loaded once per spec (a checkpoint or tiny model is kept in memory).
+
+        A checkpoint directory whose weight files changed since (the trainer saved its step there)
+        has its new weights copied into the loaded model, so a batch samples from the checkpoint as
+        it is when the batch is submitted."""
         with self._models_lock:
-            if spec not in self._models:
-                remote = spec.startswith(("http://", "https://"))
-                options = {"api_key_env": api_key_env} if remote else {}
-                if spec.startswith("tiny:") or Path(spec).is_dir():
-                    options.update(IN_PROCESS_OPTIONS, decode_batch=self.max_concurrent)
-                try:
+            checkpoint = Path(spec).is_dir()
+            stamp = checkpoint_stamp(Path(spec)) if checkpoint else ()
+            try:
+                if spec not in self._models:
+                    remote = spec.startswith(("http://", "https://"))
+                    options = {"api_key_env": api_key_env} if remote else {}
+                    if spec.startswith("tiny:") or checkpoint:
+                        options.update(IN_PROCESS_OPTIONS, decode_batch=self.max_concurrent)
                     self._models[spec] = load_backend(spec, **options)
-                except (BackendError, OSError, ValueError) as exc:
-                    raise BadBatchError(f"model {spec!r}: {exc}") from exc
+                elif checkpoint and stamp != self._stamps[spec]:
+                    from swedojo.agent.backends.inprocess import InProcessBackend
+
+                    model = self._models[spec]
+                    if isinstance(model, InProcessBackend):
+                        model.load_weights(spec)
+            except (BackendError, OSError, ValueError) as exc:
+                raise BadBatchError(f"model {spec!r}: {exc}") from exc
+            self._stamps[spec] = stamp
             return self._models[spec]
 
     def _launch(self, batch: _Batch, group: _Group, samples: int) -> None:

@@ -12,10 +12,13 @@ from swedojo.agent.backends.dsa import (
     deterministic_topk,
 )
 from swedojo.agent.backends.inprocess import (
+    CheckpointMismatchError,
     ContextLengthError,
     EmptyPromptError,
     InProcessBackend,
+    weights_version,
 )
+from swedojo.agent.backends.tiny import build_tiny
 from swedojo.schema import Step
 
 ATOL = 1e-4
@@ -212,3 +215,21 @@ def test_chunked_prefill_matches_full_recompute_and_context_is_bounded(tiny):
         backend.generate([Message.system("agent"), Message.user(OBSERVATION * 2)], SamplingParams())
     with pytest.raises(EmptyPromptError):
         backend.generate_ids([], SamplingParams())
+
+
+def test_loaded_weights_replace_the_models_in_place_and_no_cache_outlives_them(tmp_path):
+    model, tokenizer = build_tiny("glm_moe_dsa")
+    backend = InProcessBackend(model, tokenizer)
+    *_, (messages, generation) = _conversation(backend, "before", turns=1)
+    stepped, _ = build_tiny("glm_moe_dsa", seed=1)  # the same architecture, other weights
+    stepped.save_pretrained(tmp_path / "stepped")
+    assert backend.load_weights(tmp_path / "stepped") == weights_version(stepped) == backend.version
+    prompt = backend.chat.render([*messages, generation.message(), Message.observation("next")])
+    logits = backend.next_token_logits(prompt, conversation_id="before")  # prefilled again: no old keys
+    assert backend.cached_ids("before") == prompt
+    torch.testing.assert_close(logits, _full_logits(backend, prompt), atol=ATOL, rtol=0)
+    other, _ = build_tiny("qwen3_moe")
+    other.save_pretrained(tmp_path / "other")
+    with pytest.raises(CheckpointMismatchError, match="no parameter"):
+        backend.load_weights(tmp_path / "other")
+    assert backend.version == weights_version(stepped)  # nothing copied

@@ -4,15 +4,19 @@ refilled or dropped, stale samples dropped after a weight bump, cancellation sto
 from __future__ import annotations
 
 import json
+import shutil
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
+import torch
 from conftest import Gate
 from taskrepo import make_task_repo
+from transformers import AutoModelForCausalLM
 from typer.testing import CliRunner
 
+from swedojo.agent.backends.inprocess import weights_version
 from swedojo.cli import app
 from swedojo.datasets.registry import load_suite
 from swedojo.rewards.export import response_tokens, routed_experts
@@ -100,6 +104,31 @@ def test_a_seeded_batch_submitted_again_samples_the_same_tokens_with_decode_step
     assert first == again and set(first) == {"s0", "s1"}
     assert first["s0"] != first["s1"]  # each sample its own seed
     assert client.service._models[str(tiny_checkpoint)].scheduler.max_batch == 2
+
+
+def test_a_checkpoint_the_trainer_saved_over_is_what_the_next_batch_samples_from(serve, tiny_checkpoint, tmp_path):
+    checkpoint = Path(shutil.copytree(tiny_checkpoint, tmp_path / "policy"))
+    client = serve(max_concurrent=2)
+    instance = load_suite("demo").loaded.instances[0].instance_id
+
+    def weights_of_a_sample(version: int) -> list[str]:
+        batch = client.call("POST", "/batches", {
+            "suite": "demo", "instance_ids": [instance], "group_size": 1, "model": str(checkpoint),
+            "weight_version": version, "rewards": "resolved",
+            "sampling": {"max_new_tokens": 8, "max_steps": 1},
+        })["batch_id"]
+        [group] = client.stream(batch)
+        return group["samples"][0]["record"]["weight_versions"]
+
+    first = weights_of_a_sample(0)
+    model = AutoModelForCausalLM.from_pretrained(checkpoint, dtype=torch.float32)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(0.01)  # the trainer's step
+    model.save_pretrained(checkpoint)
+    stepped = weights_of_a_sample(1)
+    assert first == [weights_version(AutoModelForCausalLM.from_pretrained(tiny_checkpoint))]
+    assert stepped == [weights_version(model)] != first
 
 
 def test_an_infra_failure_is_refilled_and_a_group_with_no_valid_sample_is_dropped(serve, tmp_path):

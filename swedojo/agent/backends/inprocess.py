@@ -70,6 +70,10 @@ class CheckpointNotFoundError(BackendError):
     """The checkpoint directory does not exist or has no config."""
 
 
+class CheckpointMismatchError(BackendError):
+    """A checkpoint's weights do not fit the loaded model (another architecture or size)."""
+
+
 class ContextLengthError(BackendError):
     """The prompt does not fit in the model's context window."""
 
@@ -246,6 +250,8 @@ ExpertsInterface.register(EXPERTS, single_token_experts)
 @dataclass
 class _Conversation:
     cache: DynamicCache
+    version: str
+    """The weights (`weights_version`) its cache was computed with."""
     ids: list[int] = field(default_factory=list)
     """Tokens whose keys and values are in `cache`, in order."""
     logits: torch.Tensor | None = None
@@ -476,6 +482,22 @@ class InProcessBackend:
         if self.scheduler:
             self.scheduler.close()
 
+    def load_weights(self, path: str | Path) -> str:
+        """Copy the weights of the checkpoint at `path` (this model's architecture) into the model, in
+        place; their `weights_version`. Cached conversations are not reused after (their keys came
+        from the old weights): each one's next call prefills again. A turn being decoded finishes on
+        the new weights, as a rollout engine's in-flight requests do across a weight update."""
+        fresh = dict(AutoModelForCausalLM.from_pretrained(Path(path), dtype=self.model.dtype).named_parameters())
+        with self._lock, torch.no_grad():
+            for name, parameter in self.model.named_parameters():
+                if name not in fresh or fresh[name].shape != parameter.shape:
+                    raise CheckpointMismatchError(f"{path}: no parameter {name} of shape {tuple(parameter.shape)}")
+            for name, parameter in self.model.named_parameters():
+                parameter.copy_(fresh[name])
+            self.version = weights_version(self.model)
+            self._conversations.clear()
+        return self.version
+
     def release(self, conversation_id: str) -> None:
         with self._lock:
             self._conversations.pop(conversation_id, None)
@@ -490,11 +512,12 @@ class InProcessBackend:
         """The conversation's cache; dropped afterwards when not retained, or when a forward failed
         half-way (some layers would hold keys the id list does not)."""
         with self._lock:
-            conversation = self._conversations.pop(conversation_id, None) or _Conversation(
-                GrowableCache(self.model.config, transposed_keys=self.transposed_keys)
-            )
+            conversation = self._conversations.pop(conversation_id, None)
+            if conversation is None or conversation.version != self.version:
+                conversation = _Conversation(GrowableCache(self.model.config, transposed_keys=self.transposed_keys),
+                                             self.version)
         yield conversation
-        if self.retain_cache:
+        if self.retain_cache and conversation.version == self.version:
             with self._lock:
                 self._conversations[conversation_id] = conversation
                 while len(self._conversations) > self.max_conversations:
