@@ -304,7 +304,7 @@ class ModelPolicy:
 
     def observe(self, step: Step, calls: list[ToolCall], results: list[ToolResult], errors: list[FormatError]) -> list[Message]:
         """What the model reads next: each call's result, then the format errors; both also set `step.error`."""
-        observations = [Message.observation(r.output, c.call_id) for r, c in zip(results, calls)]
+        observations = [Message.observation(r.output, c.call_id, r.images) for r, c in zip(results, calls)]
         if errors:
             step.error = "\n".join(e.render() for e in errors)
             observations.append(Message.observation(step.error))

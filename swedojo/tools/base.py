@@ -48,6 +48,8 @@ class ToolResult(BaseModel):
     """The submitted diff, when `submitted`."""
     files: list[str] = Field(default_factory=list)
     """Files the call saved for the trajectory (screenshots), relative to the trajectory's directory."""
+    images: list[str] = Field(default_factory=list, exclude=True)
+    """PNG images among them, as paths on this machine: a model that takes images sees them with the text."""
 
 
 @dataclass

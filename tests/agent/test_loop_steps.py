@@ -8,7 +8,8 @@ from swedojo.agent.base import RunContext
 from swedojo.agent.loop import AgentConfig, Episode, LoopLimits, ModelPolicy
 from swedojo.repos import resolve_repo
 from swedojo.sandboxes.environment import default_python_env
-from swedojo.schema import ExitStatus, ToolCall
+from swedojo.schema import ExitStatus, Step, ToolCall
+from swedojo.tools.base import ToolResult
 from swedojo.tools.formats import get_format
 
 GLM = get_format("glm")
@@ -71,3 +72,15 @@ def test_structured_calls_are_used_as_the_server_sent_them_and_never_parsed(tmp_
     assert "served" in trajectory.steps[0].observation and not trajectory.steps[0].error
     assert "No tool call found" in trajectory.steps[1].error
     assert counting.parsed == 1
+
+
+def test_an_observation_carries_the_images_its_result_shows_and_the_result_records_only_their_names():
+    policy = ModelPolicy(ScriptedBackend([]))
+    shot = ToolResult(output="Screenshot saved as t.files/screenshot-001.png.", files=["t.files/screenshot-001.png"],
+                      images=["/runs/t.files/screenshot-001.png"])
+    plain = ToolResult(output="ok")
+    step = Step(index=0, phase="execute")
+    observed = policy.observe(step, [ToolCall(name="browser", call_id="c1"), ToolCall(name="bash", call_id="c2")],
+                              [shot, plain], [])
+    assert [(m.tool_call_id, m.images) for m in observed] == [("c1", ["/runs/t.files/screenshot-001.png"]), ("c2", [])]
+    assert "images" not in shot.model_dump()  # a path on this machine is not part of any record

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from PIL import Image
 
 from swedojo.agent.backends import (
     Message,
@@ -15,6 +17,7 @@ from swedojo.agent.backends import (
     SamplingParams,
     ThinkingHistory,
     TransientBackendError,
+    UnknownBackendSpecError,
     load_backend,
 )
 from swedojo.agent.backends.openai_http import (
@@ -161,3 +164,21 @@ def test_a_hosted_model_from_the_command_line_spec(server, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "secret-2")
     load_backend(_url(server)).generate([Message.user("x")], SamplingParams(max_new_tokens=8))
     assert server.requests[-1]["auth"] == "Bearer secret-2"
+
+
+def test_a_screenshot_reaches_a_model_that_takes_images_and_only_such_a_model(server, tmp_path):
+    png = tmp_path / "shot.png"
+    Image.new("RGB", (4, 3), (200, 30, 30)).save(png)
+    messages = [Message.user("Fix the page."), Message.observation("Screenshot saved as s.png.", "call_1", [str(png)])]
+    load_backend(f"{_url(server)}/v1?images=1#vision").generate(messages, SamplingParams(max_new_tokens=8))
+    sent = server.requests[-1]
+    assert sent["path"] == "/v1/chat/completions" and sent["body"]["model"] == "vision"
+    _, tool, shown = sent["body"]["messages"]
+    assert tool == {"role": "tool", "tool_call_id": "call_1", "content": "Screenshot saved as s.png."}
+    assert shown["role"] == "user" and shown["content"][0]["type"] == "text"
+    url = shown["content"][1]["image_url"]["url"]
+    assert url.startswith("data:image/png;base64,") and base64.b64decode(url.split(",", 1)[1]) == png.read_bytes()
+    load_backend(f"{_url(server)}/v1#text-only").generate(messages, SamplingParams(max_new_tokens=8))
+    assert [m["role"] for m in server.requests[-1]["body"]["messages"]] == ["user", "tool"]
+    with pytest.raises(UnknownBackendSpecError, match="images=0 or images=1, not vision=yes"):
+        load_backend(f"{_url(server)}/v1?vision=yes")

@@ -7,6 +7,7 @@ model code, and `chat.py` (which needs `base`) can be imported from here without
 from __future__ import annotations
 
 import os
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,8 @@ def load_backend(spec: str, **options: Any) -> ModelBackend:
 
     `options` go to the backend's constructor (e.g. `device`, `dtype` for checkpoints,
     `retain_cache` or `seed` for in-process models, `model` (or `URL#model`) and `api_key_env` (the
-    variable holding the API key, default OPENAI_API_KEY) for a URL; `TinySize` fields for
+    variable holding the API key, default OPENAI_API_KEY) for a URL, and `images` (or
+    `URL?images=1`: the served model takes images, `OpenAIHTTPBackend`); `TinySize` fields for
     `tiny:`). A scripted file is replayed with the tiny GLM tokenizer, so its trajectories carry
     token ids.
     """
@@ -62,6 +64,12 @@ def load_backend(spec: str, **options: Any) -> ModelBackend:
         url, _, model = spec.partition("#")  # URL#model names the served model, as hosted APIs need
         if model:
             options.setdefault("model", model)
+        parts = urllib.parse.urlsplit(url)
+        for key, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True):
+            if key != "images" or value not in ("0", "1"):
+                raise UnknownBackendSpecError(f"--model {spec!r}: the URL may only say images=0 or images=1, not {key}={value}")
+            options.setdefault("images", value == "1")
+        url = urllib.parse.urlunsplit(parts._replace(query=""))
         key_variable = options.pop("api_key_env", "OPENAI_API_KEY")
         if os.environ.get(key_variable):
             options.setdefault("api_key", os.environ[key_variable])

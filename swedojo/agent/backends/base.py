@@ -68,6 +68,10 @@ class Message(BaseModel):
     """Assistant: calls as a server structured them (OpenAI format); empty when they live in `content`."""
     tool_call_id: str = ""
     """Observation: the call this result answers (OpenAI `tool` messages need it)."""
+    images: list[str] = Field(default_factory=list)
+    """Observation: PNG files on this machine the result shows (screenshots). A backend whose model
+    takes images sends them with the text; the others, and every chat format rendered to ids, read
+    the text alone, which names each file."""
 
     @classmethod
     def system(cls, text: str) -> Message:
@@ -78,8 +82,8 @@ class Message(BaseModel):
         return cls(role=Role.USER, content=text)
 
     @classmethod
-    def observation(cls, text: str, call_id: str = "") -> Message:
-        return cls(role=Role.OBSERVATION, content=text, tool_call_id=call_id)
+    def observation(cls, text: str, call_id: str = "", images: Sequence[str] = ()) -> Message:
+        return cls(role=Role.OBSERVATION, content=text, tool_call_id=call_id, images=list(images))
 
 
 class SamplingParams(BaseModel):

@@ -9,12 +9,14 @@ prefix cache stays warm. Standard library only (`urllib`).
 
 from __future__ import annotations
 
+import base64
 import json
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from swedojo.agent.backends.base import (
@@ -45,15 +47,20 @@ class OpenAIHTTPBackend:
     """Chat completions over HTTP; the server keeps any cache, so `release` has nothing to do."""
 
     def __init__(
-        self, base_url: str, *, model: str | None = None, api_key: str | None = None, timeout: float = 600.0
+        self, base_url: str, *, model: str | None = None, api_key: str | None = None, timeout: float = 600.0,
+        images: bool = False,
     ) -> None:
-        """`base_url` like `http://host:8000/v1` (`/v1` is added to a bare host); `model` defaults to the served one."""
+        """`base_url` like `http://host:8000/v1` (`/v1` is added to a bare host); `model` defaults to the served one.
+
+        `images`: the served model takes images; an observation's images (screenshots) follow it in a
+        user message of image parts (data URLs), as chat completions accept images only from the user."""
         parts = urllib.parse.urlsplit(base_url.rstrip("/"))
         path = parts.path if parts.path not in ("", "/") else "/v1"
         self.base_url = urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
         self.model = model
         self.api_key = api_key
         self.timeout = timeout
+        self.images = images
         self.name = base_url if model is None else f"{base_url}#{model}"
         self.version = ""  # the server does not say; a trainer that swaps weights passes its own in `dojo serve`
 
@@ -63,7 +70,7 @@ class OpenAIHTTPBackend:
         started = time.perf_counter()
         body: dict[str, Any] = {
             "model": self.model or self._served_model(),
-            "messages": [_wire_message(m) for m in messages],
+            "messages": [wire for m in messages for wire in _wire_messages(m, self.images)],
             "max_tokens": params.max_new_tokens,
             "temperature": params.temperature,
             "top_p": params.top_p,
@@ -121,6 +128,18 @@ class OpenAIHTTPBackend:
         if not isinstance(data, dict):
             raise ServerResponseError(f"{method} {path}: expected a JSON object")
         return data
+
+
+def _wire_messages(message: Message, images: bool) -> list[dict[str, Any]]:
+    """The message in OpenAI's format; with `images`, an observation's images after it as a user message."""
+    wire = [_wire_message(message)]
+    if images and message.images:
+        parts: list[dict[str, Any]] = [{"type": "text", "text": "The image(s) the tool result above shows:"}]
+        for path in message.images:
+            data = base64.b64encode(Path(path).read_bytes()).decode()
+            parts.append({"type": "image_url", "image_url": {"url": f"data:image/png;base64,{data}"}})
+        wire.append({"role": "user", "content": parts})
+    return wire
 
 
 def _wire_message(message: Message) -> dict[str, Any]:

@@ -139,9 +139,8 @@ class BrowserTool(Tool[BrowserParams]):
             png = ctx.files_dir / f"screenshot-{session.shots:03d}.png"
             page.screenshot(path=str(png), full_page=params.full_page)
             name = f"{ctx.files_dir.name}/{png.name}"
-            # TODO: models that take images get the PNG in their prompt, once a backend has image input.
             return ToolResult(output=f"Screenshot of {'the whole page' if params.full_page else 'the viewport'} "
-                                     f"saved as {name}.", files=[name])
+                                     f"saved as {name}.", files=[name], images=[str(png)])
         if params.action == "query":
             found = page.locator(params.selector)
             count = found.count()
