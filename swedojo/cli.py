@@ -92,10 +92,12 @@ def _load_model(spec: str, api_key_env: str = "OPENAI_API_KEY"):
     return load_backend(spec, api_key_env=api_key_env) if spec.startswith(("http://", "https://")) else load_backend(spec)
 
 
-def _agent_config(max_steps: int = 40):
+def _agent_config(max_steps: int = 40, temperature: float = 0.0):
     from swedojo.agent.loop import AgentConfig, LoopLimits
 
-    return AgentConfig(limits=LoopLimits(max_steps=max_steps))
+    config = AgentConfig(limits=LoopLimits(max_steps=max_steps))
+    config.sampling.temperature = temperature
+    return config
 
 
 def _default_run_dir() -> Path:
@@ -178,6 +180,10 @@ def eval_command(
     api_key_env: str = API_KEY_ENV,
     trajectories: Path = typer.Option(None, help="For --policy replay: a run's trajectories/ directory."),
     max_steps: int = typer.Option(40, help="For --policy model: assistant turns before the run stops."),
+    temperature: float = typer.Option(0.0, min=0.0, help="For --policy model: the sampling temperature (0: greedy)."),
+    seed: int = typer.Option(0, help="For --policy model with a temperature: the sampling seed. Each instance's episode "
+                             "samples with a seed of its own derived from this one and its id, so a run samples the "
+                             "same in any order."),
     launch: bool = typer.Option(None, "--launch/--no-launch", help="Build each (repo, setup commit)'s environment "
                                 "with RepoLaunch, cached (default: on, except for bundled suites, which need none)."),
     restart: bool = typer.Option(False, help="Set an existing run's results aside (to previous-<time>/) and start over."),
@@ -192,7 +198,7 @@ def eval_command(
     sb-cli predictions, SWE-bench's reports.
 
     An existing --out is resumed when it was made by the same suite, policy (or predictions file),
-    model and rewards; its infra_error instances are tried again."""
+    model, rewards, temperature and seed; its infra_error instances are tried again."""
     from swedojo import __version__
     from swedojo.agent.factory import make_policy
     from swedojo.datasets.io import SuiteFormatError, select_instances
@@ -220,7 +226,7 @@ def eval_command(
         if pool > 0 and executor != "local":
             raise ValueError("--pool keeps warm sandboxes in this process: it is for --executor local")
         model_backend = _load_model(model, api_key_env) if policy == "model" and model else None
-        agent = _agent_config(max_steps)
+        agent = _agent_config(max_steps, temperature)
         preds = load_predictions(predictions) if predictions else None
         if preds:
             if ctx.get_parameter_source("policy").name != "DEFAULT":
@@ -239,7 +245,9 @@ def eval_command(
     reward_config = RewardConfig() if rewards == "tiers" else None
     manifest = RunManifest(suite=suite, suite_sha256=suite_sha256(instances), policy=policy,
                            model=preds.fingerprint if preds else model or "",
-                           rewards=reward_config.model_dump_json() if reward_config else "resolved", swedojo_version=__version__)
+                           rewards=reward_config.model_dump_json() if reward_config else "resolved",
+                           temperature=temperature if policy == "model" else None,
+                           seed=seed if policy == "model" else None, swedojo_version=__version__)
     try:
         claim(RunDir(out), manifest, restart)
     except (RunMismatchError, RunInUseError) as exc:
@@ -275,7 +283,8 @@ def eval_command(
             summary = evaluate(instances, lambda: make_policy(policy, model_backend, trajectories, agent, patches), resolver,
                                out, suite, loaded_suite.loaded.errors, workers, show, reward_config,
                                on_stage=lambda instance, what: board.stage(instance.instance_id, what), stop=stop,
-                               predictions=preds, instance_timeout_s=instance_timeout, executor=runner)
+                               predictions=preds, instance_timeout_s=instance_timeout, executor=runner,
+                               seed=seed if policy == "model" else None)
     except ExecutorError as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}; resume with: {resume}")
         raise typer.Exit(2) from None

@@ -24,7 +24,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from swedojo.agent.base import Policy
+from swedojo.agent.base import Policy, derived_seed
 from swedojo.datasets.io import RecordError
 from swedojo.datasets.predictions import PredictionsFile
 from swedojo.executors import Executor, LocalExecutor
@@ -91,14 +91,15 @@ class InstanceJob:
 
     def __init__(self, resolver: EnvironmentResolver, policy_factory: Callable[[], Policy], run_dir: RunDir,
                  rewards: RewardConfig | None, budget_s: float | None = None,
-                 baselines: BaselineCache | None = None) -> None:
+                 baselines: BaselineCache | None = None, seed: int | None = None) -> None:
         self.resolver, self.policy_factory, self.run_dir, self.rewards = resolver, policy_factory, run_dir, rewards
-        self.budget_s = budget_s
+        self.budget_s, self.seed = budget_s, seed
         self.baselines = baselines or (BaselineCache(run_dir.baselines) if rewards else None)
 
     def __call__(self, instance: TaskInstance, said: Callable[[str], None]) -> InstanceResult:
+        seed = None if self.seed is None else derived_seed(self.seed, instance.instance_id)
         return evaluate_instance(instance, self.resolver, self.policy_factory(), self.run_dir.trajectory(instance.instance_id),
-                                 self.rewards, self.baselines, self.budget_s, said)
+                                 self.rewards, self.baselines, self.budget_s, said, seed)
 
     def lost(self, instance: TaskInstance, error: str) -> InstanceResult:
         report = RewardReport(instance_id=instance.instance_id, status=EvalStatus.INFRA_ERROR, error=error)
@@ -111,7 +112,7 @@ class InstanceJob:
 
     def __reduce__(self) -> tuple[Callable[..., InstanceJob], tuple[Any, ...]]:
         return _job_in_this_process, (self.resolver.model_dump_json(), self.policy_factory, self.run_dir.root, self.rewards,
-                                      self.budget_s)
+                                      self.budget_s, self.seed)
 
 
 _kept: dict[tuple[str, Path], tuple[EnvironmentResolver, BaselineCache]] = {}
@@ -119,12 +120,12 @@ _kept: dict[tuple[str, Path], tuple[EnvironmentResolver, BaselineCache]] = {}
 
 
 def _job_in_this_process(resolver: str, policy_factory: Callable[[], Policy], root: Path, rewards: RewardConfig | None,
-                         budget_s: float | None) -> InstanceJob:
+                         budget_s: float | None, seed: int | None) -> InstanceJob:
     run_dir = RunDir(root)
     if (resolver, root) not in _kept:
         _kept[resolver, root] = (EnvironmentResolver.model_validate_json(resolver), BaselineCache(run_dir.baselines))
     kept, baselines = _kept[resolver, root]
-    return InstanceJob(kept, policy_factory, run_dir, rewards, budget_s, baselines if rewards else None)
+    return InstanceJob(kept, policy_factory, run_dir, rewards, budget_s, baselines if rewards else None, seed)
 
 
 class RunMismatchError(Exception):
@@ -215,10 +216,11 @@ def evaluate_instance(
     baselines: BaselineCache | None = None,
     budget_s: float | None = None,
     on_stage: Callable[[str], None] | None = None,
+    seed: int | None = None,
 ) -> InstanceResult:
     """One instance's unit of work, whatever runs it (this module's threads, or a remote executor):
     `run_instance` within `budget_s` seconds of wall clock (None: unbounded). `on_stage` hears what
-    it is doing (`progress.stage`).
+    it is doing (`progress.stage`). `seed`: the episode's sampling seed (`RunContext.seed`).
 
     With a budget the instance runs in a thread of its own and its sandboxes in a `SandboxScope`:
     when the budget runs out they are stopped and the result is `timed_out`.
@@ -229,7 +231,7 @@ def evaluate_instance(
     def run() -> None:
         try:
             with scoped(scope), reporting(on_stage or (lambda what: None)):
-                outcome.append(run_instance(instance, resolver, policy, trajectory_file, rewards, baselines))
+                outcome.append(run_instance(instance, resolver, policy, trajectory_file, rewards, baselines, seed))
         except BaseException as exc:  # noqa: BLE001 (raised again in the caller's thread)
             outcome.append(exc)
 
@@ -265,6 +267,7 @@ def evaluate(
     predictions: PredictionsFile | None = None,
     instance_timeout_s: float | None = None,
     executor: Executor | None = None,
+    seed: int | None = None,
 ) -> Summary:
     """Evaluate every instance without a result in `out/results.jsonl` (or with an infra_error one)
     and write the run's files; `claim` the directory first to have its inputs recorded and checked.
@@ -277,7 +280,9 @@ def evaluate(
     With `predictions`, only the instances it has a patch for are graded (`to_grade`); the policy
     is the caller's (`predictions`, which submits them). `instance_timeout_s`: each instance's
     wall-clock budget (see `evaluate_instance`). `executor` runs the instances (default: `workers`
-    threads here); their results come back here and only this process writes `out`.
+    threads here); their results come back here and only this process writes `out`. `seed`: a model
+    policy's episode of each instance samples with a seed derived from it and the instance's id, so
+    the run samples the same tokens whatever order the workers take the instances in.
 
     Killed at any moment, the same call again ends with every instance once in `results.jsonl`:
     the directory is locked against a second live run, results are appended whole (a line cut by
@@ -288,7 +293,7 @@ def evaluate(
     run_dir.hold()
     try:
         return _evaluate(instances, policy_factory, resolver, run_dir, suite_name, record_errors, workers, on_result,
-                         rewards, on_stage, stop, instance_timeout_s, predictions, executor)
+                         rewards, on_stage, stop, instance_timeout_s, predictions, executor, seed)
     finally:
         run_dir.release()
 
@@ -308,6 +313,7 @@ def _evaluate(
     instance_timeout_s: float | None,
     predictions: PredictionsFile | None,
     executor: Executor | None,
+    seed: int | None,
 ) -> Summary:
     done = run_dir.compact_results()
     graded = to_grade(instances, predictions)
@@ -327,7 +333,7 @@ def _evaluate(
         if on_stage:
             on_stage(instance, what)
 
-    work = InstanceJob(resolver, policy_factory, run_dir, rewards, instance_timeout_s)
+    work = InstanceJob(resolver, policy_factory, run_dir, rewards, instance_timeout_s, seed=seed)
     (executor or LocalExecutor(workers)).run(todo, work, record, staged, stop)
     run_dir.compact_results()  # a retried infra_error's earlier line goes
 

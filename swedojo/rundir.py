@@ -56,12 +56,16 @@ class RunManifest(BaseModel):
     """Model spec (`--model`), when the policy has one."""
     rewards: str
     """Reward settings: `resolved`, or the tier configuration as JSON."""
+    temperature: float | None = None
+    """The model policy's sampling temperature (`--temperature`); None for policies that sample nothing."""
+    seed: int | None = None
+    """The model policy's sampling seed (`--seed`); None for policies that sample nothing."""
     swedojo_version: str
     """Version of the harness that began the run (recorded, not compared)."""
 
     def differences(self, other: RunManifest) -> list[str]:
         """The inputs in which `other` differs from this one, as `field: this -> other`."""
-        fields = ("suite", "suite_sha256", "policy", "model", "rewards")
+        fields = ("suite", "suite_sha256", "policy", "model", "rewards", "temperature", "seed")
         return [f"{f}: {getattr(self, f)!r} -> {getattr(other, f)!r}" for f in fields if getattr(self, f) != getattr(other, f)]
 
 

@@ -208,3 +208,33 @@ def test_an_instance_over_its_budget_is_timed_out_and_its_sandboxes_are_stopped(
         assert api().containers(all=True, filters={"label": f"{OWNER_PID_LABEL}={os.getpid()}"}) == []
     again = CliRunner().invoke(app, args)
     assert "evaluating 0 of 2 instances" in again.output  # a resumed run keeps the verdict
+
+
+def _sampled(out) -> dict[str, list[int]]:
+    """Per instance, every token the model sampled in the run at `out`."""
+    return {path.stem: [t for step in json.loads(path.read_text())["steps"] for t in step["response_token_ids"]]
+            for path in sorted((out / "trajectories").glob("*.json"))}
+
+
+@pytest.mark.docker
+def test_a_seeded_model_run_samples_the_same_whatever_the_workers_order_and_a_resume_keeps_its_seed(tmp_path):
+    # docker: every work tree is /testbed, so the prompts are the same (a local sandbox's work tree
+    # is a fresh temp path, which the task prompt names)
+    ids = [i.instance_id for i in load_suite("demo").loaded.instances][:3]
+
+    def run(out, seed: int, workers: int):
+        return CliRunner().invoke(app, ["eval", "--suite", "demo", "--policy", "model", "--model", "tiny:glm_moe_dsa",
+                                        "--max-steps", "1", "--rewards", "resolved", "--workers", str(workers),
+                                        "--temperature", "1.0", "--seed", str(seed), "--backend", "docker",
+                                        *(a for i in ids for a in ("--instance", i)),
+                                        "--out", str(tmp_path / out)])
+
+    for out, seed, workers in (("one", 5, 1), ("two", 5, 3), ("other", 6, 3)):
+        result = run(out, seed, workers)
+        assert result.exit_code == 0 and "resolved rate" in result.output, result.output
+    one, two, other = (_sampled(tmp_path / out) for out in ("one", "two", "other"))
+    assert set(one) == set(ids) and all(one.values())
+    assert one == two  # the same seed, in whatever order three workers took the instances
+    assert all(other[i] != one[i] for i in ids)  # another seed, other samples
+    refused = run("one", 6, 1)
+    assert refused.exit_code == 2 and "seed: 5 -> 6" in refused.output
