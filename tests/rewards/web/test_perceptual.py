@@ -109,6 +109,10 @@ def test_dojo_eval_refuses_a_bad_checkpoint_before_running(tmp_path):
     assert result.exit_code == 2, result.output
     assert "no such directory" in result.output
     assert not (tmp_path / "run").exists()
+    model = tiny_classifier(tmp_path / "model", {0: "bad", 1: "good"})
+    result = CliRunner().invoke(app, ["eval", "--suite", "web-demo", "--rewards", "resolved", "--backend", "local",
+                                      "--perceptual-model", str(model), "--out", str(tmp_path / "run")])
+    assert result.exit_code == 2 and "needs --rewards tiers" in result.output, result.output
 
 
 @pytest.mark.slow
