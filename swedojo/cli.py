@@ -176,6 +176,8 @@ def eval_command(
     limit: int = typer.Option(None, min=1, help="Only the first N instances (after --instance and --slice)."),
     slice_: str = typer.Option(None, "--slice", help="Only instances A to B-1 of the suite, as Python's A:B (either may be left out)."),
     rewards: str = typer.Option("tiers", help="tiers: score every reward tier (gated); resolved: SWE-bench grading only (faster)."),
+    perceptual_model: Path = typer.Option(None, help="With --rewards tiers: a local image-classification checkpoint "
+                                          "(transformers) that tier visual of front-end tasks rates each frame with."),
     model: str = typer.Option(None, help="For --policy model: checkpoint dir, http(s) URL[#served-model], tiny:ARCH or scripted:FILE."),
     api_key_env: str = API_KEY_ENV,
     trajectories: Path = typer.Option(None, help="For --policy replay: a run's trajectories/ directory."),
@@ -215,12 +217,17 @@ def eval_command(
     from swedojo.executors import ExecutorError
     from swedojo.executors import executor as make_executor
     from swedojo.rewards.compose import RewardConfig
+    from swedojo.rewards.web.perceptual import PerceptualModelError, load_scorer
     from swedojo.rollout import EnvironmentResolver
     from swedojo.rundir import RunInUseError, RunManifest
 
     try:
         if rewards not in ("tiers", "resolved"):
             raise ValueError(f"unknown --rewards {rewards!r}; choose tiers or resolved")
+        if perceptual_model and rewards != "tiers":
+            raise ValueError("--perceptual-model rates frames for the reward tiers: it needs --rewards tiers")
+        if perceptual_model:
+            perceptual_model = load_scorer(perceptual_model).path
         pooled = sandbox_backend(backend).pooled
         runner = make_executor(executor, workers, address)
         if pool > 0 and executor != "local":
@@ -236,16 +243,17 @@ def eval_command(
         make_policy(policy, model_backend, trajectories, agent, patches)
         loaded_suite = load_suite(suite, mirror)
         instances = select_instances(loaded_suite.loaded.instances, instance or [], slice_, limit)
-    except (SuiteFormatError, ValueError) as exc:
+    except (SuiteFormatError, ValueError, PerceptualModelError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
     for err in loaded_suite.loaded.errors:
         console.print(f"[yellow]skipped record[/yellow] {err}")
     out = out or _default_run_dir()
-    reward_config = RewardConfig() if rewards == "tiers" else None
+    reward_config = RewardConfig(perceptual_model=perceptual_model) if rewards == "tiers" else None
+    # Without a perceptual model the rewards read as they did before there was one, so older runs resume.
     manifest = RunManifest(suite=suite, suite_sha256=suite_sha256(instances), policy=policy,
                            model=preds.fingerprint if preds else model or "",
-                           rewards=reward_config.model_dump_json() if reward_config else "resolved",
+                           rewards=reward_config.model_dump_json(exclude_none=True) if reward_config else "resolved",
                            temperature=temperature if policy == "model" else None,
                            seed=seed if policy == "model" else None, swedojo_version=__version__)
     try:

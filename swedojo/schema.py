@@ -153,6 +153,9 @@ class VisualChecks(BaseModel):
     """WCAG contrast ratio every text must reach on screen (3.0 for large text)."""
     max_imbalance: float = 0.35
     """How far the centre of the ink may lie from the frame's centre, in half-frame units."""
+    min_perceptual: float = 0.5
+    """Score in [0, 1] every frame must reach from the perceptual model, when one is given
+    (`dojo eval --perceptual-model`); without one, frames are not rated."""
 
 
 class PageChecks(BaseModel):

@@ -8,6 +8,7 @@ below it passed (so a malformed patch earns nothing however its tests went).
 from __future__ import annotations
 
 from enum import Enum
+from pathlib import Path
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -31,6 +32,9 @@ class RewardConfig(BaseModel):
     weights: dict[str, float] = Field(default_factory=dict)
     """Weight per tier name for gated and partial; a tier not named keeps its default (`Tier.weight`).
     Only the ratios matter."""
+    perceptual_model: Path | None = None
+    """Local image-classification checkpoint that tier visual of a front-end task rates each frame
+    with (`rewards.web.perceptual`); None: the frames are not rated."""
 
     @model_validator(mode="after")
     def _known_and_some_positive(self) -> RewardConfig:

@@ -26,6 +26,7 @@ from swedojo.rewards.tiers import (
     suite_at_base,
 )
 from swedojo.rewards.web.assess import grade_web
+from swedojo.rewards.web.perceptual import load_scorer
 from swedojo.sandboxes.base import Sandbox
 from swedojo.sandboxes.environment import Environment
 from swedojo.schema import EvalStatus, RewardReport, TaskInstance, Trajectory
@@ -47,7 +48,8 @@ def score_in_sandbox(
     `offline_before` as for `grade_in_sandbox`."""
     candidate = trajectory.patch
     if instance.checks is not None:
-        report, web = grade_web(sandbox, instance, candidate)
+        scorer = load_scorer(config.perceptual_model) if config.perceptual_model else None
+        report, web = grade_web(sandbox, instance, candidate, scorer)
         skip = "empty patch" if not candidate.strip() else "patch does not apply" if web is None else ""
         report.tiers = run_tiers(TierInput(sandbox, env, instance, trajectory, report, judge=judge, web=web), skip)
         report.reward = compose(report.tiers, report.resolved, config)

@@ -22,6 +22,8 @@ from swedojo.testrun.patches import PatchApplyError, apply_patch
 if TYPE_CHECKING:
     from playwright.sync_api import Browser
 
+    from swedojo.rewards.web.perceptual import PerceptualScorer
+
 BROWSER_TIERS = ("static", "runtime", "visual")
 
 
@@ -45,9 +47,10 @@ def shots_dir(instance: TaskInstance, candidate: str) -> Path:
     return Path(base) / "swedojo" / "screenshots" / instance.instance_id / digest
 
 
-def assess(sandbox: Sandbox, checks: PageChecks, shots: Path, browser: Browser | None = None) -> WebAssessment:
+def assess(sandbox: Sandbox, checks: PageChecks, shots: Path, browser: Browser | None = None,
+           scorer: PerceptualScorer | None = None) -> WebAssessment:
     """The three browser tiers on the work tree as it is, the browser inside `sandbox`: `browser`
-    when one is kept warm there, else one started for this call."""
+    when one is kept warm there, else one started for this call. `scorer`: tier visual's perceptual model."""
     stage("static checks of the pages")
     static = static_check(sandbox, checks)
     stage("rendering the pages in chromium inside the sandbox")
@@ -57,12 +60,14 @@ def assess(sandbox: Sandbox, checks: PageChecks, shots: Path, browser: Browser |
         with sandbox_browser(sandbox) as started:
             rendering = render(started, sandbox, checks, shots)
     stage("measuring the screenshots")
-    return WebAssessment(static, rendering.runtime, visual_check(rendering.shots, checks.visual))
+    return WebAssessment(static, rendering.runtime, visual_check(rendering.shots, checks.visual, scorer))
 
 
-def grade_web(sandbox: Sandbox, instance: TaskInstance, candidate: str) -> tuple[RewardReport, WebAssessment | None]:
+def grade_web(sandbox: Sandbox, instance: TaskInstance, candidate: str,
+              scorer: PerceptualScorer | None = None) -> tuple[RewardReport, WebAssessment | None]:
     """Apply `candidate` in `sandbox` (fresh, at base_commit) and judge it in the browser; resolved
-    when every browser tier passes. No assessment for an empty patch or one that does not apply."""
+    when every browser tier passes (tier visual rating frames with `scorer` when given). No
+    assessment for an empty patch or one that does not apply."""
     assert instance.checks is not None
     report = RewardReport(instance_id=instance.instance_id, status=EvalStatus.UNRESOLVED)
     if not candidate.strip():
@@ -73,7 +78,7 @@ def grade_web(sandbox: Sandbox, instance: TaskInstance, candidate: str) -> tuple
     except PatchApplyError as exc:
         report.status, report.error = EvalStatus.PATCH_FAILED, str(exc)
         return report, None
-    found = assess(sandbox, instance.checks, shots_dir(instance, candidate))
+    found = assess(sandbox, instance.checks, shots_dir(instance, candidate), scorer=scorer)
     report.resolved = found.passed
     report.status = EvalStatus.RESOLVED if found.passed else EvalStatus.UNRESOLVED
     report.reward = 1.0 if found.passed else 0.0

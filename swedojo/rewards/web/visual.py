@@ -4,12 +4,13 @@ Per frame (a slide, or the whole page): the fraction of empty 16 px tiles (white
 of the most common colour (dominance), where the ink's centre lies (balance; across both axes for
 frames, across the width for a page, which flows downwards), and for every text box the WCAG
 contrast between its ink and its background as rendered, so colour tricks (text the colour of its
-background, text under another element) count as what the reader sees. No model is involved.
+background, text under another element) count as what the reader sees. No model is involved, unless
+a perceptual scorer (`perceptual.py`) is given: then each frame is also rated by it.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from PIL import Image
@@ -17,6 +18,9 @@ from PIL import Image
 from swedojo.rewards.web.check import Check, from_groups
 from swedojo.rewards.web.render import Shot
 from swedojo.schema import VisualChecks
+
+if TYPE_CHECKING:
+    from swedojo.rewards.web.perceptual import PerceptualScorer
 
 TILE = 16
 """Side of the tiles whitespace is counted in."""
@@ -75,9 +79,13 @@ def frame_measures(image: np.ndarray, framed: bool) -> dict[str, float]:
     return {"whitespace": round(whitespace, 4), "dominance": round(float(dominance), 4), "imbalance": round(float(imbalance), 4)}
 
 
-def visual_check(shots: list[Shot], checks: VisualChecks) -> Check:
-    """Tier visual over every screenshot: each frame's measures within bounds, every text readable."""
+def visual_check(shots: list[Shot], checks: VisualChecks, scorer: PerceptualScorer | None = None) -> Check:
+    """Tier visual over every screenshot: each frame's measures within bounds, every text readable,
+    and, with `scorer`, each frame rated at least `checks.min_perceptual` (group `perceptual`, absent
+    without a scorer: what was not rated has not passed)."""
     groups: dict[str, list[str]] = {"whitespace": [], "colour_dominance": [], "balance": [], "text_contrast": []}
+    if scorer is not None:
+        groups["perceptual"] = []
     measures: dict[str, Any] = {}
     low, high = checks.whitespace
     for shot in shots:
@@ -93,6 +101,12 @@ def visual_check(shots: list[Shot], checks: VisualChecks) -> Check:
                 continue
             m = frame_measures(crop, shot.framed)
             frames.append(m)
+            if scorer is not None:
+                rating = scorer.score(crop)
+                m["perceptual"] = round(rating, 4)
+                if rating < checks.min_perceptual:
+                    groups["perceptual"].append(f"{where}: rated {rating:.2f} by the perceptual model, "
+                                                f"{checks.min_perceptual:.2f} required")
             if not low <= m["whitespace"] <= high:
                 groups["whitespace"].append(f"{where}: {m['whitespace']:.2f} of it empty, {low:.2f}..{high:.2f} required")
             if m["dominance"] > checks.max_dominance:
