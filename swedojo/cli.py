@@ -249,13 +249,14 @@ def eval_command(
     for err in loaded_suite.loaded.errors:
         console.print(f"[yellow]skipped record[/yellow] {err}")
     out = out or _default_run_dir()
+    run_seed = seed if policy == "model" else None  # only a model policy samples
     reward_config = RewardConfig(perceptual_model=perceptual_model) if rewards == "tiers" else None
     # Without a perceptual model the rewards read as they did before there was one, so older runs resume.
     manifest = RunManifest(suite=suite, suite_sha256=suite_sha256(instances), policy=policy,
                            model=preds.fingerprint if preds else model or "",
                            rewards=reward_config.model_dump_json(exclude_none=True) if reward_config else "resolved",
                            temperature=temperature if policy == "model" else None,
-                           seed=seed if policy == "model" else None, swedojo_version=__version__)
+                           seed=run_seed, swedojo_version=__version__)
     try:
         claim(RunDir(out), manifest, restart)
     except (RunMismatchError, RunInUseError) as exc:
@@ -292,7 +293,7 @@ def eval_command(
                                out, suite, loaded_suite.loaded.errors, workers, show, reward_config,
                                on_stage=lambda instance, what: board.stage(instance.instance_id, what), stop=stop,
                                predictions=preds, instance_timeout_s=instance_timeout, executor=runner,
-                               seed=seed if policy == "model" else None)
+                               seed=run_seed)
     except ExecutorError as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}; resume with: {resume}")
         raise typer.Exit(2) from None

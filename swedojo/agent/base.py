@@ -35,13 +35,8 @@ class RunContext:
     extra: dict[str, str] = field(default_factory=dict)
     """Free-form labels recorded by the caller."""
     seed: int | None = None
-    """The episode's sampling seed: turn t samples with `turn_seed(seed, t)`, so the episode samples
+    """The episode's sampling seed: turn t samples with `derived_seed(seed, t)`, so the episode samples
     the same tokens however many others run beside it; None: the backend's own random stream."""
-
-
-def turn_seed(seed: int, turn: int) -> int:
-    """A turn's sampling seed, from its episode's (a 63-bit hash, so turns draw unrelated streams)."""
-    return derived_seed(seed, turn)
 
 
 def derived_seed(*parts: object) -> int:

@@ -30,7 +30,7 @@ from swedojo.agent.backends import (
     SamplingParams,
     TransientBackendError,
 )
-from swedojo.agent.base import RunContext, turn_seed
+from swedojo.agent.base import RunContext, derived_seed
 from swedojo.sandboxes.base import Sandbox, SandboxError
 from swedojo.schema import EnvSpec, ExitStatus, Step, TaskInstance, ToolCall, Trajectory
 from swedojo.testrun.command import selects_tests
@@ -271,7 +271,7 @@ class ModelPolicy:
         """The next assistant turn; a transient backend error is retried."""
         update: dict[str, object] = {"stop": [*self.config.sampling.stop, *self.format.stop]}
         if episode.run.seed is not None:
-            update["seed"] = turn_seed(episode.run.seed, len(episode.trajectory.steps))
+            update["seed"] = derived_seed(episode.run.seed, len(episode.trajectory.steps))  # each turn its own stream
         sampling = self.config.sampling.model_copy(update=update)
         call = retry(
             retry=retry_if_exception_type(TransientBackendError),

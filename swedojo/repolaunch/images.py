@@ -48,7 +48,6 @@ from swedojo.repolaunch.detect import (
     version_key,
 )
 from swedojo.repolaunch.errors import InstallError, NoRuntimeError
-from swedojo.repolaunch.local import locked
 from swedojo.repolaunch.recipe import (
     DROP_PROJECT,
     ENV_VAR,
@@ -68,6 +67,7 @@ from swedojo.repolaunch.recipe import (
     unsupported,
 )
 from swedojo.sandboxes.docker import SANDBOX_USER, api, owner_labels
+from swedojo.sandboxes.filelock import file_lock
 from swedojo.sandboxes.image_use import record_use
 from swedojo.schema import EnvSpec
 
@@ -434,7 +434,7 @@ def build_images(spec: EnvSpec, checkout: Path, log: BuildLog, lock_dir: Path, n
     for name in LAYERS[1:]:
         tag = spec.layers[name]
         record_use(tag)  # found or built, it is in use (`dojo sandbox prune --unused-days`)
-        with locked(lock_dir / f"{tag.replace('/', '_').replace(':', '_')}.lock"):
+        with file_lock(lock_dir / f"{tag.replace('/', '_').replace(':', '_')}.lock"):
             old = image_id(tag)
             if old and not nocache:
                 log.write(f"{name} layer: cache hit {tag} ({old[7:19]})\n")

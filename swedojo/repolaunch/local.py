@@ -23,7 +23,6 @@ mirrors and find-links carry no upload times and would defeat the date.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -32,8 +31,6 @@ import sys
 import tempfile
 import time
 import urllib.parse
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -62,6 +59,7 @@ from swedojo.repolaunch.recipe import (
     unsupported,
 )
 from swedojo.sandboxes.base import SandboxConfig
+from swedojo.sandboxes.filelock import file_lock
 from swedojo.sandboxes.local import LocalConfinement
 from swedojo.schema import EnvSpec
 
@@ -240,18 +238,6 @@ def _install_env(language: str, root: Path, pinned: bool) -> dict[str, str]:
     return env
 
 
-@contextmanager
-def locked(path: Path) -> Iterator[None]:
-    """An exclusive lock on `path` (threads and processes): one builder per layer."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def _check_cache(cache: Path, log: BuildLog) -> None:
     if not visible_to_sandboxes(cache):
         raise InstallError(f"environment cache {cache} is out of the sandboxes' reach (under /tmp, or a directory "
@@ -266,7 +252,7 @@ def build_env(checkout: Path, analysis: RepoAnalysis, log: BuildLog, cache_dir: 
     _check_cache(cache, log)
     key = env_key(checkout, analysis, runtime.ident)
     root = cache / key
-    with locked(cache / f"{key}.lock"):
+    with file_lock(cache / f"{key}.lock"):
         if (root / "env.json").is_file():
             log.write(f"dependency layer {key}: cache hit ({root})\n")
             return LocalEnv.model_validate_json((root / "env.json").read_text()), True
@@ -285,7 +271,7 @@ def rebuild_env(spec: EnvSpec, checkout: Path, log: BuildLog, timeout: float = 1
     runtime = find_runtime(analysis, log)
     if runtime.ident != old.runtime.ident:
         raise InstallError(f"the layer was built with {old.runtime.ident}; this host has {runtime.ident}", log.path)
-    with locked(old.root.parent / f"{old.key}.lock"):
+    with file_lock(old.root.parent / f"{old.key}.lock"):
         env = old.model_copy(update={"install_commands": spec.install_commands,
                                      "rebuild_commands": spec.rebuild_commands, "resolved": {}})
         return _build(checkout, env, log, timeout)

@@ -10,16 +10,14 @@ rebuilt parent gets a new browser image.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import hashlib
 import io
-from collections.abc import Iterator
 
 import docker.errors
 
 from swedojo.sandboxes.base import SandboxError
 from swedojo.sandboxes.docker import api
+from swedojo.sandboxes.filelock import file_lock
 from swedojo.sandboxes.image_use import index_path
 
 REPOSITORY = "swedojo/browser"
@@ -58,24 +56,12 @@ def _exists(tag: str) -> bool:
     return True
 
 
-@contextlib.contextmanager
-def _build_lock() -> Iterator[None]:
-    path = index_path().with_name("browser-image.lock")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 def ensure_browser_image(parent: str) -> str:
     """The tag of `parent` with the browser, built now if no process built it before."""
     tag = browser_tag(parent)
     if _exists(tag):
         return tag
-    with _build_lock():
+    with file_lock(index_path().with_name("browser-image.lock")):
         if _exists(tag):
             return tag
         lines: list[str] = []

@@ -8,13 +8,14 @@ images that no use stamped for N days.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+
+from swedojo.sandboxes.filelock import file_lock
 
 REPOSITORY_PREFIX = "swedojo/"
 """Every image swedojo makes is in a repository under it."""
@@ -29,9 +30,7 @@ def index_path() -> Path:
 @contextlib.contextmanager
 def locked(index: Path) -> Iterator[dict[str, str]]:
     """The index (tag -> ISO time of last use) under an exclusive lock; what the block leaves in it is written back."""
-    index.parent.mkdir(parents=True, exist_ok=True)
-    with open(index.with_name(index.name + ".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with file_lock(index.with_name(index.name + ".lock")):
         try:
             uses = json.loads(index.read_text()) if index.is_file() else {}
         except (OSError, ValueError):

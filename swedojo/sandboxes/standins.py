@@ -11,12 +11,12 @@ stand-in listens. Grading asks for stand-ins only after a run failed for want of
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import shlex
 
 from swedojo.repos import cache_root
 from swedojo.sandboxes.base import Sandbox, SandboxError
+from swedojo.sandboxes.filelock import file_lock
 
 MOUNT = "/opt/swedojo/standins"
 """Where the stand-ins' volume is mounted in a sandbox."""
@@ -47,9 +47,7 @@ def volume_for(image: str) -> str:
     image_id = client.inspect_image(image)["Id"]
     name = "swedojo-standins-" + hashlib.sha256(f"{image_id}\0{REQUIREMENTS}".encode()).hexdigest()[:16]
     markers = cache_root() / "standins"
-    markers.mkdir(parents=True, exist_ok=True)
-    with open(markers / f"{name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    with file_lock(markers / f"{name}.lock"):
         if (markers / name).is_file():
             try:
                 client.inspect_volume(name)
