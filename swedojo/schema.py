@@ -276,6 +276,10 @@ class EnvSpec(BaseModel):
     at the sandbox's commit on top of the dependency layer)."""
     layers: dict[str, str] = Field(default_factory=dict)
     """Image tag of each docker layer in build order (base, runtime, deps, repo); `image` is the last."""
+    build_command: str = ""
+    """Incremental build of the work tree as it is, run before every test run (launch validation,
+    grading, tiers, the agent's `run_tests`), so compiled tests never run a build older than the
+    code; empty where the test command builds what it runs (pytest, cargo, go, Maven)."""
     test_command: str = "python -m pytest -rA -p no:cacheprovider"
     """Command that runs tests; test ids are appended to it."""
     log_parser: str = "pytest"

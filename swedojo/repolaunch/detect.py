@@ -93,6 +93,9 @@ class RepoAnalysis(BaseModel):
     """Dependency layer: depends only on dependency files and the date, so commits share it."""
     rebuild_commands: list[str] = Field(default_factory=list)
     """Repo layer: run on every fresh checkout after the dependency layer (install/build the project)."""
+    build_command: str = ""
+    """Incremental build run before every test run (`EnvSpec.build_command`); empty where the
+    test command builds what it tests."""
     test_command: str = ""
     """Runs the whole suite; test ids may be appended."""
     log_parser: str = ""
@@ -968,6 +971,7 @@ def _c(root: Path) -> RepoAnalysis:
     if (root / "CMakeLists.txt").is_file():
         out = RepoAnalysis(language=language, build_system="cmake", dependency_files=["CMakeLists.txt"],
                            rebuild_commands=["cmake -S . -B build -DCMAKE_BUILD_TYPE=Debug && cmake --build build -j2"],
+                           build_command="cmake --build build -j2",
                            test_command="cd build && ctest --output-on-failure", log_parser="ctest")
         if not re.search(r"enable_testing|add_test|include\(CTest\)", _text(root / "CMakeLists.txt")):
             out.note("CMakeLists.txt", "no enable_testing/add_test: ctest may find no tests")
@@ -978,6 +982,7 @@ def _c(root: Path) -> RepoAnalysis:
         # meson's own JUnit report (meson-logs/testlog.junit.xml) is read per test and for its counts
         out = RepoAnalysis(language=language, build_system="meson", dependency_files=["meson.build"],
                            rebuild_commands=["meson setup build && meson compile -C build"],
+                           build_command="meson compile -C build",
                            test_command="meson test -C build --print-errorlogs; status=$?; "
                                         "cat build/meson-logs/testlog.junit.xml; exit $status",
                            log_parser="surefire")
@@ -986,14 +991,16 @@ def _c(root: Path) -> RepoAnalysis:
     if (root / "configure.ac").is_file() or (root / "Makefile.am").is_file():
         configure = "./configure" if (root / "configure").is_file() else "autoreconf -fi && ./configure"
         out = RepoAnalysis(language=language, build_system="autotools", dependency_files=["configure.ac"],
-                           rebuild_commands=[f"{configure} && make -j2"], test_command="make check",
+                           rebuild_commands=[f"{configure} && make -j2"], build_command="make -j2",
+                           test_command="make check",
                            log_parser="automake")
         out.note("configure.ac", "automake harness: make check")
         return out
     text = _text(root / "Makefile")
     target = _make_target(text)
     out = RepoAnalysis(language=language, build_system="make", dependency_files=["Makefile"],
-                       rebuild_commands=["make -j2"], test_command=f"make {target or 'test'}", log_parser="tap")
+                       rebuild_commands=["make -j2"], build_command="make -j2",
+                       test_command=f"make {target or 'test'}", log_parser="tap")
     out.note("Makefile", f"target {target}: output assumed TAP" if target else "no test target found")
     return out
 

@@ -172,7 +172,8 @@ def _base_spec(repo: str, sha: str, backend: str, analysis: RepoAnalysis, log: B
     return EnvSpec(repo=repo, commit=sha, backend=backend, language=analysis.language,
                    build_system=analysis.build_system,
                    runtime_version=analysis.runtime_version, install_commands=install, rebuild_commands=rebuild,
-                   test_command=analysis.test_command, log_parser=analysis.log_parser,
+                   build_command=analysis.build_command, test_command=analysis.test_command,
+                   log_parser=analysis.log_parser,
                    resolution_date=analysis.resolution_date)
 
 

@@ -61,6 +61,8 @@ def validate(sandbox: Sandbox, spec: EnvSpec, log: BuildLog, runs: int = 2, time
     for index in range(runs):
         log.begin(f"test run {index + 1}/{runs}")
         run = _run(sandbox, spec, log, timeout, list(tests or []))
+        if run.build_failure:
+            raise ValidateError(f"test run {index + 1}: {run.build_failure}", log.path)
         if run.timed_out:
             raise ValidateError(f"test run {index + 1} timed out after {timeout:.0f}s", log.path)
         if index == 0 and not run.statuses:

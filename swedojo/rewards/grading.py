@@ -93,6 +93,11 @@ def grade_in_sandbox(sandbox: Sandbox, env: Environment, instance: TaskInstance,
         return report
     report.test_exit_code, report.test_duration_s = result.exit_code, result.duration_s
     report.log_tail = result.log[-2000:]
+    if result.build_failure:  # the tree as patched does not build: the candidate's failure, never a pass
+        report.error = str(result.build_failure)
+        report.fail_to_pass = dict.fromkeys(instance.FAIL_TO_PASS)
+        report.pass_to_pass = dict.fromkeys(instance.PASS_TO_PASS)
+        return report
     report.test_output = swebench_log(result, TEST_TIMEOUT_S)
     provided = patch_files(instance.patch) + test_files
     report.missing_modules = missing_modules(result, sandbox, patch_files(candidate), provided)

@@ -8,6 +8,7 @@ and the whole file is read back; a log over `MAX_LOG_BYTES` is an error, never a
 
 from __future__ import annotations
 
+import re
 import secrets
 import shlex
 from collections.abc import Sequence
@@ -33,6 +34,10 @@ INLINE_LOG_BYTES = 16_000
 """A log up to this size comes back with the command's own output (under every terminal cap we set)."""
 LOG_NAME = "swedojo-tests.log"
 """The test log's file in the work tree's `.git/` (out of every diff)."""
+BUILD_LOG_NAME = "swedojo-build.log"
+"""The build step's log, beside the test log."""
+BUILD_EVIDENCE_BYTES = 4_000
+"""How much of a failed build's output is kept as its evidence (the compiler's last lines)."""
 DEFAULT_TIMEOUT_S = 900.0
 """Time one test command may take unless the caller says otherwise."""
 
@@ -48,6 +53,23 @@ class LogUnreadableError(TestRunError):
 def passed(status: TestStatus | None) -> bool:
     """Whether a test counts as passed: the one definition; a test missing from the log (None) failed."""
     return status is not None and TestStatus(status).counts_as_pass
+
+
+class BuildFailure(BaseModel):
+    """The build step (`EnvSpec.build_command`) failed, so no test ran: after a candidate's patch
+    that is the candidate's failure; at launch, the environment's."""
+
+    command: str
+    """The build command as run."""
+    exit_code: int | None
+    """Its exit code; None when it timed out."""
+    evidence: str
+    """The end of its output, where the compiler names what failed."""
+
+    def __str__(self) -> str:
+        how = "timed out" if self.exit_code is None else f"exited {self.exit_code}"
+        lines = [line for line in self.evidence.splitlines() if re.search(r"error|undefined", line, re.IGNORECASE)]
+        return f"the build (`{self.command}`) {how}: " + (" | ".join(lines[-3:]) or self.evidence[-300:].strip())
 
 
 class SuiteRun(BaseModel):
@@ -70,6 +92,8 @@ class SuiteRun(BaseModel):
     of their files or of the whole suite also ran others, which may fail on their own)."""
     log: str = Field("", exclude=True)
     """The whole log, work-tree paths made relative (not written out: baselines keep statuses)."""
+    build_failure: BuildFailure | None = None
+    """The build before the tests failed: no test ran, and `log` is the build's output."""
 
     def passed(self, test: str) -> bool:
         return passed(self.statuses.get(test))
@@ -88,15 +112,12 @@ def run_command(sandbox: Sandbox, spec: EnvSpec, command: str, timeout_s: float 
     fresh sandbox a simple command runs as it is, redirected (so a pooled sandbox's warm runner
     still recognises it), a compound one in a subshell.
     """
+    if spec.build_command and (failure := _build(sandbox, spec, timeout_s, agent_shell)):
+        return SuiteRun(command=command, statuses={}, exit_code=failure.exit_code,
+                        timed_out=failure.exit_code is None, exact=exact, log=failure.evidence, build_failure=failure)
     log_path = f"{sandbox.workdir}/.git/{LOG_NAME}"  # one per sandbox: each run overwrites the last
     target = shlex.quote(log_path)
-    if agent_shell:
-        exports = "".join(f"export {k}={shlex.quote(v)}; " for k, v in sorted(spec.env_vars.items()))
-        line = f"( {exports}cd {shlex.quote(sandbox.workdir)} && {command}\n) > {target} 2>&1"
-    elif is_simple(command):
-        line = f"{command} > {target} 2>&1"
-    else:  # a subshell keeps every part's output, and an `exit` in it, to itself
-        line = f"( {command}\n) > {target} 2>&1"
+    line = _redirected(sandbox, spec, command, target, agent_shell)
     # The log's size, and the log itself when it is small, come back in the test command's own exec
     # (its exit code kept); a larger log costs one more read. A log the terminal altered is read too.
     marker = f"swedojo-log-{secrets.token_hex(6)}:"
@@ -122,6 +143,30 @@ def run_command(sandbox: Sandbox, spec: EnvSpec, command: str, timeout_s: float 
     log = data.decode("utf-8", errors="replace").replace(f"{sandbox.workdir}/", "")
     return SuiteRun(command=command, statuses=parse_log(spec.log_parser, log), exit_code=result.exit_code,
                     timed_out=result.timed_out, duration_s=result.duration_s, exact=exact, log=log)
+
+
+def _redirected(sandbox: Sandbox, spec: EnvSpec, command: str, target: str, agent_shell: bool) -> str:
+    """`command` with its output sent to the file `target` (quoted)."""
+    if agent_shell:
+        exports = "".join(f"export {k}={shlex.quote(v)}; " for k, v in sorted(spec.env_vars.items()))
+        return f"( {exports}cd {shlex.quote(sandbox.workdir)} && {command}\n) > {target} 2>&1"
+    if is_simple(command):
+        return f"{command} > {target} 2>&1"
+    return f"( {command}\n) > {target} 2>&1"  # a subshell keeps every part's output, and an `exit` in it, to itself
+
+
+def _build(sandbox: Sandbox, spec: EnvSpec, timeout_s: float, agent_shell: bool) -> BuildFailure | None:
+    """Build the tree as it is now (`EnvSpec.build_command`, incremental), so tests never run a
+    build older than the code: None when it succeeded, else what failed."""
+    target = shlex.quote(f"{sandbox.workdir}/.git/{BUILD_LOG_NAME}")
+    line = _redirected(sandbox, spec, spec.build_command, target, agent_shell)
+    result = sandbox.exec(f"{line}; __sd_rc=$?; tail -c {BUILD_EVIDENCE_BYTES} {target}; (exit $__sd_rc)",
+                          timeout=timeout_s)
+    if result.exit_code == 0 and not result.timed_out:
+        return None
+    evidence = result.output.replace(f"{sandbox.workdir}/", "")[-BUILD_EVIDENCE_BYTES:]
+    return BuildFailure(command=spec.build_command, exit_code=None if result.timed_out else result.exit_code,
+                        evidence=evidence)
 
 
 def run_suite(sandbox: Sandbox, spec: EnvSpec, timeout_s: float = DEFAULT_TIMEOUT_S, *,

@@ -48,6 +48,9 @@ class RunTestsTool(Tool[RunTestsParams]):
             return error(f"Cannot read the test log: {exc}")
         except TestRunError as exc:
             return error(f"The tests ran but their results cannot be read: {exc}")
+        if result.build_failure:
+            failure = result.build_failure
+            return error(f"$ {failure.command}\n{failure}\nNo test ran. The build's output ends:\n{failure.evidence}")
         statuses = result.statuses
         counts = Counter(s.value for s in statuses.values())
         lines = [f"$ {result.command}"]
