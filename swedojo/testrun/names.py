@@ -6,7 +6,8 @@ test file (`test/timezone.test.js`: the file's own result), a file and a title
 (`test/timezone.test.js:TZ with Locale`), or a title with some or all of its suites' titles
 (`res .redirect(url) should work`, `should work`). Our ids are `file::title` for jest, vitest and
 mocha (the file's name alone), a title path alone for the TAP parsers, a name alone for ctest and
-automake. A listed name is matched by the first of these rules that matches any id:
+automake. A listed name is matched by the first of these rules that matches any id (the more
+specific first):
 
 1. exact: the listed name is an id.
 2. full title: it is an id's title (after `file::`; an id without `::` is all title).
@@ -23,7 +24,9 @@ automake. A listed name is matched by the first of these rules that matches any 
 A name that a rule matches to several ids names them all, and its status is the worst of theirs,
 as `testrun.ids` does for a bare function name: the benchmark's parser read those tests under the
 one name, so it merged them too (a title that two suites share, a file's tests). jest's ids of a
-test named as one before it (`title (2)`) are compared without the counter. Rules that depend on
+test named as one before it (`title (2)`) are compared without the counter. Our jest and mocha
+ids keep a file's name alone, so two files of one name (`test/timezone.test.js` and
+`test/plugin/timezone.test.js`) are one file to rules 3 and 5. Rules that depend on
 the parser are keyed by the parser's name (`EnvSpec.log_parser`), never by repository. A name no
 rule matches is `unmatched`; grading names it and counts it as missing from the log.
 """
