@@ -3,8 +3,8 @@
 The test patch's files are run whole and each listed id's status read from the log in the forms
 suites list them (`testrun.ids`); a listed name in none of these forms (a benchmark's own parser's
 names, such as Multi-SWE-bench's) is matched to the log's ids by `testrun.names`, and one that
-matches nothing is named in `RewardReport.unmatched_tests`. Resolved = every FAIL_TO_PASS and every PASS_TO_PASS test
-passes, a test missing from the log counts as failed (tests that fail for want of the network
+matches nothing is named in `RewardReport.unmatched_tests`. Resolved = every FAIL_TO_PASS and
+every PASS_TO_PASS test passes, a test missing from the log counts as failed (tests that fail for want of the network
 with the reference patch as well are left out and named, `needs_network`; so are listed ids that
 name no test, `not_tests`), and the test command's exit code must agree with the log (a patch that prints
 fake PASSED lines does not win): 0 when exactly the listed tests ran, else 0 or some test failed.
