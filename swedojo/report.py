@@ -449,7 +449,8 @@ def _tests_section(result: InstanceResult) -> str:
         parts.append(f'<details class="tests" id="tests-{label}"{open_}><summary>{label}: {passed} of {len(statuses)} passed'
                      f"</summary><table><tbody>{lines}</tbody></table></details>")
     extras = (("modules missing from the environment", report.missing_modules), ("left out: need the network", report.needs_network),
-              ("left out: not tests", report.not_tests), ("test infrastructure put back", report.restored))
+              ("left out: not tests", report.not_tests), ("test infrastructure put back", report.restored),
+              ("listed names that match no test of the log (counted as failed)", report.unmatched_tests))
     for label, items in extras:
         if items:
             text = "\n".join(f"{k}: {v}" for k, v in items.items()) if isinstance(items, dict) else "\n".join(items)

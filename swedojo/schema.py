@@ -505,6 +505,10 @@ class RewardReport(BaseModel):
     not_tests: dict[str, str] = Field(default_factory=dict)
     """Listed ids that name no test, left out of scoring (id -> why): fragments of a log line that
     the dataset's own parser read as a test, such as pytest's progress column (`[100%]`)."""
+    unmatched_tests: list[str] = Field(default_factory=list)
+    """Listed tests that name no test of the log, in SWE-bench's forms (`testrun.ids`) or by any
+    rule of `testrun.names` (a benchmark's own parser's names): they count as failed, as missing
+    from the log, and are named here so that a name our parser cannot read is never silent."""
     needs_network: dict[str, str] = Field(default_factory=dict)
     """Listed tests left out of scoring: they failed for want of the network, with the candidate and
     with the reference patch alike (test -> the reason the runner printed)."""

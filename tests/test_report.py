@@ -107,6 +107,18 @@ def test_a_diff_is_read_by_its_hunks(tmp_path):
     assert '<span class="d-meta">\\ No newline at end of file</span>' in page
 
 
+def test_listed_names_that_match_no_test_are_shown(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    report = RewardReport(instance_id="o__r-1", status=EvalStatus.UNRESOLVED, pass_to_pass={"all tests": None},
+                          unmatched_tests=["all tests"])
+    result = InstanceResult(instance_id="o__r-1", policy="gold", status=EvalStatus.UNRESOLVED, resolved=False,
+                            exit_status=ExitStatus.SUBMITTED, report=report)
+    RunDir(run).results.write_text(result.model_dump_json() + "\n")
+    _dojo("report", str(run))
+    assert "listed names that match no test of the log (counted as failed)</p><pre>all tests</pre>" in _page(run, "o__r-1")
+
+
 def test_a_kept_test_log_is_shown_whole(runs, tmp_path):
     """A log kept as SWE-bench names it (`<instance>/test_output.txt`) replaces the result's tail."""
     run = tmp_path / "run"

@@ -1,6 +1,8 @@
 """Read and write suites in SWE-bench's file formats (JSON list, JSONL, Parquet).
 
-A bad record never stops a load: it becomes a `RecordError` naming the record, and the rest loads.
+Records may also be Multi-SWE-bench's, as that benchmark publishes them (`multi_swe_bench`); one
+file holds records of one format. A bad record never stops a load: it becomes a `RecordError`
+naming the record, and the rest loads.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any, Iterable
 
 from pydantic import BaseModel, ValidationError
 
+from swedojo.datasets import multi_swe_bench
 from swedojo.schema import TaskInstance
 
 
@@ -51,19 +54,32 @@ def _one_line(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
+_SWE_BENCH = "SWE-bench"
+_MULTI_SWE_BENCH = "Multi-SWE-bench"
+
+
 def _validate(records: Iterable[tuple[str, Any]]) -> LoadedSuite:
     instances: list[TaskInstance] = []
     errors: list[RecordError] = []
     seen: set[str] = set()
+    file_format = ""
     for where, record in records:
         if isinstance(record, RecordError):
             errors.append(record)
             continue
-        iid = str(record.get("instance_id", "")) if isinstance(record, dict) else ""
         if not isinstance(record, dict):
             errors.append(RecordError(where=where, instance_id="", message=f"expected an object, got {type(record).__name__}"))
             continue
+        iid = multi_swe_bench.record_id(record)
+        record_format = _MULTI_SWE_BENCH if multi_swe_bench.is_multi_swe_bench(record) else _SWE_BENCH
+        file_format = file_format or record_format
+        if record_format != file_format:
+            errors.append(RecordError(where=where, instance_id=iid, message=(
+                f"a {record_format} record among {file_format} ones: a suite file holds one format")))
+            continue
         try:
+            if record_format == _MULTI_SWE_BENCH:
+                record = multi_swe_bench.to_swebench_fields(record)
             instance = TaskInstance.model_validate(record)
         except ValidationError as exc:
             errors.append(RecordError(where=where, instance_id=iid, message=_one_line(exc)))

@@ -1,8 +1,10 @@
 """Grade a candidate patch as SWE-bench does, always in a fresh sandbox from the task's environment.
 
 The test patch's files are run whole and each listed id's status read from the log in the forms
-suites list them (`testrun.ids`). Resolved = every FAIL_TO_PASS and every PASS_TO_PASS test
-passes, a test missing from the log counts as failed (tests that fail for want of the network
+suites list them (`testrun.ids`); a listed name in none of these forms (a benchmark's own parser's
+names, such as Multi-SWE-bench's) is matched to the log's ids by `testrun.names`, and one that
+matches nothing is named in `RewardReport.unmatched_tests`. Resolved = every FAIL_TO_PASS and
+every PASS_TO_PASS test passes, a test missing from the log counts as failed (tests that fail for want of the network
 with the reference patch as well are left out and named, `needs_network`; so are listed ids that
 name no test, `not_tests`), and the test command's exit code must agree with the log (a patch that prints
 fake PASSED lines does not win): 0 when exactly the listed tests ran, else 0 or some test failed.
@@ -18,18 +20,20 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from swedojo.rewards.swebench_reports import swebench_log
 from swedojo.rewards.web.assess import grade_web
 from swedojo.sandboxes import standins
 from swedojo.sandboxes.base import Sandbox, SandboxError
 from swedojo.sandboxes.environment import Environment
-from swedojo.schema import EnvSpec, EvalStatus, RewardReport, TaskInstance
+from swedojo.schema import EnvSpec, EvalStatus, RewardReport, TaskInstance, TestStatus
 from swedojo.testrun.command import runnable
 from swedojo.testrun.diagnose import environment_failure, missing_modules
-from swedojo.testrun.ids import matches, not_a_test, status_of
+from swedojo.testrun.ids import matches, not_a_test
+from swedojo.testrun.names import match_listed
 from swedojo.testrun.network import offline_failures
+from swedojo.testrun.parsers import WORST_FIRST
 from swedojo.testrun.patches import (
     PatchApplyError,
     apply_patch,
@@ -100,25 +104,28 @@ def grade_in_sandbox(sandbox: Sandbox, env: Environment, instance: TaskInstance,
         return report
     report.test_output = swebench_log(result, TEST_TIMEOUT_S)
     provided = patch_files(instance.patch) + test_files
+    named = _named(result.statuses, tests, env.spec.log_parser)
+    report.unmatched_tests = [t for t in tests if not named[t] and not not_a_test(t)]
     report.missing_modules = missing_modules(result, sandbox, patch_files(candidate), provided)
-    if why := environment_failure(result, env.spec, sandbox, patch_files(candidate), provided, tests,
+    named_ids = [key for test in tests for key in named[test] or [test]]  # an unmatched name: missing
+    if why := environment_failure(result, env.spec, sandbox, patch_files(candidate), provided, named_ids,
                                   report.missing_modules):
         report.status, report.error = EvalStatus.INFRA_ERROR, why
         return report
-    offline = _offline(result, tests, env) if candidate.strip() else {}
+    offline = _offline(result, named, env) if candidate.strip() else {}
     reference = candidate.strip() == instance.patch.strip()
     if offline and not reference:
         offline = {t: why for t, why in offline.items() if t in _reference_failures(env, instance, files, tests)[0]}
     if offline_before and candidate.strip():
-        unserved = {t for t in tests if not passed(status_of(result.statuses, t))} if reference \
+        unserved = {t for t in tests if not passed(_status(result.statuses, named[t]))} if reference \
             else _reference_failures(env, instance, files, tests)[1]
         offline |= {t: f"not served by the stand-in as by the real service; offline: {why}"
                     for t, why in offline_before.items()
-                    if t in unserved and t not in offline and not passed(status_of(result.statuses, t))}
+                    if t in unserved and t not in offline and not passed(_status(result.statuses, named[t]))}
     report.needs_network = offline
     report.not_tests = {t: why for t in tests if (why := not_a_test(t))}
-    report.fail_to_pass = {t: status_of(result.statuses, t) for t in instance.FAIL_TO_PASS}
-    report.pass_to_pass = {t: status_of(result.statuses, t) for t in instance.PASS_TO_PASS}
+    report.fail_to_pass = {t: _status(result.statuses, named[t]) for t in instance.FAIL_TO_PASS}
+    report.pass_to_pass = {t: _status(result.statuses, named[t]) for t in instance.PASS_TO_PASS}
     scored = [s for t, s in [*report.fail_to_pass.items(), *report.pass_to_pass.items()]
               if t not in offline and t not in report.not_tests]
     all_pass = all(passed(s) for s in scored)
@@ -156,13 +163,27 @@ def test_files_to_run(spec: EnvSpec, instance: TaskInstance) -> list[str]:
     return runnable(spec, graded_paths(instance))
 
 
-def _offline(result: SuiteRun, tests: list[str], env: Environment) -> dict[str, str]:
-    """Listed tests that did not pass and whose failure the runner put down to a missing network."""
+def _named(statuses: Mapping[str, TestStatus], tests: list[str], parser: str) -> dict[str, list[str]]:
+    """Each listed test -> the ids of the log it names (none: it names no test there): in the forms
+    suites list them (`testrun.ids`), else by `testrun.names`' rules for the log's parser."""
+    named = {test: matches(statuses, test) for test in tests}
+    translated = match_listed([t for t, keys in named.items() if not keys], statuses, parser)
+    return named | {test: found.ids for test, found in translated.matched.items()}
+
+
+def _status(statuses: Mapping[str, TestStatus], keys: Iterable[str]) -> TestStatus | None:
+    """The worst status of the tests `keys` name; None when there are none (missing from the log)."""
+    return min((statuses[key] for key in keys), key=WORST_FIRST.index, default=None)
+
+
+def _offline(result: SuiteRun, named: Mapping[str, list[str]], env: Environment) -> dict[str, str]:
+    """Listed tests (-> the log's ids they name) that did not pass and whose failure the runner put
+    down to a missing network."""
     reasons = offline_failures(result.log, result.statuses, standins.HOSTS if env.config.standins else ())
     found: dict[str, str] = {}
-    for test in tests:
-        if not passed(status_of(result.statuses, test)):
-            why = [reasons[key] for key in matches(result.statuses, test) if key in reasons]
+    for test, keys in named.items():
+        if not passed(_status(result.statuses, keys)):
+            why = [reasons[key] for key in keys if key in reasons]
             if why:
                 found[test] = why[0]
     return found
@@ -188,7 +209,8 @@ def _reference_failures(env: Environment, instance: TaskInstance, files: list[st
                 apply_patch(sandbox, patch, what)
         run = run_files(sandbox, env.spec, files, TEST_TIMEOUT_S) if files \
             else run_tests(sandbox, env.spec, tests, TEST_TIMEOUT_S)
-        found = (set(_offline(run, tests, env)), {t for t in tests if not passed(status_of(run.statuses, t))})
+        named = _named(run.statuses, tests, env.spec.log_parser)
+        found = (set(_offline(run, named, env)), {t for t in tests if not passed(_status(run.statuses, named[t]))})
     except (PatchApplyError, TestRunError):
         found = (set(), set())
     finally:

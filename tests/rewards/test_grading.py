@@ -22,7 +22,7 @@ def test_gold_resolves_and_empty_does_not(tmp_path):
     gold = grade(env, task, task.patch)
     assert gold.status == EvalStatus.RESOLVED and gold.resolved, gold.log_tail
     assert gold.fail_to_pass == {"test_calc.py::test_clamp_high": TestStatus.PASSED}
-    assert gold.test_exit_code == 0
+    assert gold.test_exit_code == 0 and gold.unmatched_tests == []
     empty = grade(env, task, "")
     assert empty.status == EvalStatus.EMPTY_PATCH and not empty.resolved
     assert empty.fail_to_pass["test_calc.py::test_clamp_high"] == TestStatus.FAILED
@@ -55,6 +55,7 @@ def test_missing_test_counts_as_failed(tmp_path):
     report = grade(_env(mirror, task), task, task.patch)
     assert not report.resolved
     assert report.pass_to_pass["test_calc.py::test_that_does_not_exist"] is None
+    assert report.unmatched_tests == ["test_calc.py::test_that_does_not_exist"]
 
 
 def test_fake_passed_lines_do_not_win(tmp_path):
@@ -110,6 +111,26 @@ def test_bare_function_names_are_read_from_the_test_patch_files(tmp_path):
     assert gold.fail_to_pass == {"test_clamp_high": TestStatus.PASSED}
     empty = grade(env, task, "")
     assert empty.fail_to_pass == {"test_clamp_high": TestStatus.FAILED} and not empty.resolved
+
+
+def test_a_benchmarks_own_names_are_matched_by_rule_and_those_that_match_nothing_are_named(tmp_path):
+    """Multi-SWE-bench lists `FILE:TITLE`, a file for its whole result, and `all tests` (one
+    repository's parser's name for the whole run): the first two are matched to pytest's ids by
+    `testrun.names`, the last matches nothing, counts as failed and is named."""
+    mirror, task = make_task_repo(tmp_path)
+    task.FAIL_TO_PASS, task.PASS_TO_PASS = ["test_calc.py:test_clamp_high"], ["test_calc.py"]
+    env = _env(mirror, task)
+    gold = grade(env, task, task.patch)
+    assert gold.status == EvalStatus.RESOLVED and gold.unmatched_tests == [], gold.log_tail
+    assert gold.fail_to_pass == {"test_calc.py:test_clamp_high": TestStatus.PASSED}
+    assert gold.pass_to_pass == {"test_calc.py": TestStatus.PASSED}
+    empty = grade(env, task, "")
+    assert empty.fail_to_pass == {"test_calc.py:test_clamp_high": TestStatus.FAILED}
+    assert empty.pass_to_pass == {"test_calc.py": TestStatus.FAILED}  # the worst of the file's tests
+    task.PASS_TO_PASS.append("all tests")
+    unmatched = grade(env, task, task.patch)
+    assert unmatched.status == EvalStatus.UNRESOLVED and unmatched.unmatched_tests == ["all tests"]
+    assert unmatched.pass_to_pass["all tests"] is None
 
 
 OFFLINE_TEST = '''
