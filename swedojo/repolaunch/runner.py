@@ -133,6 +133,14 @@ def _node_runner(words: list[_Word]) -> tuple[str, int] | None:
     return (runner, index + 1) if runner else None
 
 
+def _starts(words: list[_Word]) -> tuple[str, int] | None:
+    """(runner, index of its first argument) when a command starts a runner, itself or by node."""
+    if words[0].text == "node":
+        return _node_runner(words)
+    runner = _runner_name(words[0].text)
+    return (runner, 1) if runner else None
+
+
 class _Command(NamedTuple):
     """A simple command past its `VAR=value` prefixes and wrappers."""
 
@@ -195,26 +203,25 @@ def _script_call(words: list[_Word], scripts: dict[str, str]) -> tuple[list[str]
         names: list[str] = []
         skip = False
         for text in texts[1:]:
-            if not skip and not text.startswith("-"):
-                name = text.split()[0]  # `run-s "test:unit -- --watch"`: the script, with arguments
+            if not skip and text.split()[:1] and not text.startswith("-"):
+                name = text.split()[0]  # `run-s "test:unit -- --watch"`: the script (its arguments are not passed on)
                 names += [s for s in scripts if _run_all_matches(name, s)] if "*" in name else [name]
             skip = text in _RUN_ALL_VALUED
         return names, []
     if texts[0] not in _PACKAGE_MANAGERS:
         return None
-    rest = [w for w in words[1:]]
+    rest = list(words[1:])
     while rest and rest[0].text.startswith("-"):
         rest.pop(0)  # `npm --silent run X`
-    if rest and rest[0].text in ("run", "run-script"):
+    named = bool(rest) and rest[0].text in ("run", "run-script")
+    if named:
         rest.pop(0)
         while rest and rest[0].text.startswith("-"):
             rest.pop(0)
     elif rest and rest[0].text in ("test", "t"):
-        rest[0] = rest[0]._replace(text="test")
-    elif texts[0] == "npm":
-        return None  # `npm install`, `npm ci`: npm runs a script only through run/test
-    if not rest or rest[0].text not in scripts:
-        return None
+        named, rest[0] = True, rest[0]._replace(text="test")
+    if not rest or not (named or (texts[0] != "npm" and rest[0].text in scripts)):
+        return None  # `npm ci`, `yarn install`: no script; `yarn X` runs a script only if there is one
     extra = [w.raw for w in rest[1:] if w.text not in ("--if-present", "--silent", "-s")]
     if texts[0] == "npm":  # npm passes on only what follows `--`; before it are npm's own options
         extra = extra[extra.index("--") + 1:] if "--" in extra else []
@@ -279,8 +286,7 @@ class _Search:
                     return found
             if call:
                 continue
-            start = _node_runner(words[command.index:]) if command and texts[command.index] == "node" else \
-                (_runner_name(texts[command.index]), 1) if command and _runner_name(texts[command.index]) else None
+            start = _starts(words[command.index:]) if command else None
             if command is None or start is None:
                 self.passed_over.append(" ".join(w.raw for w in words))
                 continue
