@@ -41,7 +41,7 @@ demo: $(STAMP) system-deps
 
 test: $(STAMP) $(PARITY) docker-up test-deps
 	$(BIN)/lint-imports
-	SWEDOJO_REQUIRE_DOCKER=1 SWEDOJO_REQUIRE_PARITY=1 $(BIN)/python -m pytest -q
+	SWEDOJO_REQUIRE_DOCKER=1 SWEDOJO_REQUIRE_PARITY=1 SWEDOJO_REQUIRE_TOOLCHAINS=1 $(BIN)/python -m pytest -q
 
 bench: $(STAMP) docker-up
 	@for b in benchmarks/*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done

@@ -4,17 +4,26 @@
 # slirp4netns and iproute2 for its private network when the network is on; procps, gcc and
 # libc6-dev (a static escape probe) for the sandbox tests.
 # `system_deps.sh test` adds what only the tests need (`make test`): chromium, the browser the
-# report's test drives, so `make demo` stays lean.
+# report's test drives, and every language's toolchain (node and npm, cmake, meson, g++, Go, Rust,
+# Maven and a JDK, autotools), so `make demo` stays lean.
 # Idempotent: installs only what is missing (one `apt-get update` at most). Elsewhere, or without
 # root, it prints what is missing and exits 0: the local backend then says what isolation it lacks.
 set -euo pipefail
 
 packages=(bubblewrap libseccomp2 util-linux slirp4netns iproute2 procps gcc libc6-dev)
 test_packages=(chromium fonts-dejavu-core)
+# The toolchains the launch tests of every language use on the local backend, by the command that
+# names each: a command already on the PATH (a toolchain installed some other way) is kept.
+toolchains=(node:nodejs npm:npm cmake:cmake meson:meson ninja:ninja-build g++:g++ go:golang-go rustc:rustc
+            cargo:cargo mvn:maven javac:default-jdk-headless autoreconf:autoconf automake:automake
+            libtoolize:libtool make:make)
 
 case "${1:-}" in
     "") ;;
-    test) packages+=("${test_packages[@]}") ;;
+    test) packages+=("${test_packages[@]}")
+          for pair in "${toolchains[@]}"; do
+              command -v "${pair%%:*}" >/dev/null || packages+=("${pair#*:}")
+          done ;;
     *) echo "system_deps: unknown argument ${1}; usage: system_deps.sh [test]" >&2; exit 2 ;;
 esac
 

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from toolchains import require_tools
 
 
 @functools.cache
@@ -18,7 +19,10 @@ def _docker_answers() -> bool:
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
-    """Docker-marked tests skip without an engine; under SWEDOJO_REQUIRE_DOCKER=1 (make test, CI) they fail."""
+    """Tests marked `tools(...)` need those commands (see `require_tools`). Docker-marked tests skip
+    without an engine; under SWEDOJO_REQUIRE_DOCKER=1 (make test, CI) they fail."""
+    if marker := item.get_closest_marker("tools"):
+        require_tools(*marker.args)
     if item.get_closest_marker("docker") is None or _docker_answers():
         return
     if os.environ.get("SWEDOJO_REQUIRE_DOCKER") == "1":

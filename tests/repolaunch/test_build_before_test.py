@@ -48,7 +48,8 @@ def _diff(repo: Path, files: dict[str, str]) -> str:
     return patch
 
 
-@pytest.mark.parametrize("backend", ["local", pytest.param("docker", marks=pytest.mark.docker)])
+@pytest.mark.parametrize("backend", [pytest.param("local", marks=pytest.mark.tools("cmake", "gcc")),
+                                     pytest.param("docker", marks=pytest.mark.docker)])
 def test_a_c_library_is_rebuilt_before_its_tests(tmp_path: Path, env_cache: Path, backend: str,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SWEDOJO_CACHE", str(env_cache))

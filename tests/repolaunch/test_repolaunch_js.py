@@ -28,7 +28,7 @@ NOW = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 OLD = "2015-01-01T12:00:00Z"
 """Commit date before any release of uvu: the date bound cannot be met."""
 
-pytestmark = pytest.mark.skipif(shutil.which("npm") is None, reason="node and npm are not installed here")
+pytestmark = pytest.mark.tools("node", "npm")
 
 UVU = {
     "package.json": '{"name": "uvu-demo", "version": "1.0.0", "scripts": {"test": "uvu tests"}, '

@@ -9,13 +9,13 @@ rustc, gcc with cmake, meson or autotools, JDK + Maven) are shared with every ot
 
 from __future__ import annotations
 
-import shutil
 import socket
 import subprocess
 from pathlib import Path
 
 import pytest
 from launch_helpers import DATE
+from toolchains import require_tools
 
 from swedojo.repolaunch.errors import InstallError, ValidateError
 from swedojo.repolaunch.images import SRC
@@ -271,8 +271,8 @@ def test_maven_project_names_the_unreachable_central(make_repo, tmp_path: Path, 
     in an image and with the host's Maven alike."""
     if _answers("repo.maven.apache.org"):
         pytest.skip("repo.maven.apache.org answers here: this is a test of the launch where it does not")
-    if backend == "local" and not (shutil.which("mvn") and shutil.which("javac")):
-        pytest.skip("no mvn and javac on this host for the local backend")
+    if backend == "local":
+        require_tools("mvn", "javac")
     with pytest.raises(InstallError) as caught:
         launch(str(make_repo("calc-java", MAVEN, DATE)), tmp_path / "out", backend=backend,
                cache_dir=env_cache / "envs")

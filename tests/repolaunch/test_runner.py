@@ -3,20 +3,19 @@ modelled on real projects, fail-fast options struck from commands and undone fro
 and two real runs (mocha from the npm registry with `bail` in `.mocharc.json`, pytest with `-x` in
 `addopts`) that show every failing test runs once the option is undone.
 
-The mocha run skips only where npm is missing and SWEDOJO_REQUIRE_TOOLCHAINS is unset.
+The mocha run needs npm (`toolchains.require_tools`).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shlex
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from toolchains import require_tools
 
 from swedojo.repolaunch.runner import (
     follow_test_script,
@@ -213,10 +212,7 @@ describe('two failures', () => {
 
 
 def test_a_real_mocha_with_bail_in_its_rc_runs_both_failing_tests(tmp_path: Path, npm_env: dict) -> None:
-    if shutil.which("npm") is None:
-        if os.environ.get("SWEDOJO_REQUIRE_TOOLCHAINS"):
-            pytest.fail("npm is not installed and SWEDOJO_REQUIRE_TOOLCHAINS is set")
-        pytest.skip("npm is not installed here")
+    require_tools("npm")
     scripts = {"test": "npm run lint && npm run unit", "lint": "node -e 0",
                "unit": "cross-env NODE_ENV=test mocha --bail --reporter spec test/"}
     (tmp_path / "package.json").write_text(json.dumps({"name": "bail-demo", "version": "1.0.0", "scripts": scripts}))

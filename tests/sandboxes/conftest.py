@@ -6,13 +6,13 @@ that needs something of the machine gets its marker in `MARKS`.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from sandbox_helpers import BACKENDS, ESCAPE_CONFIG, make_repo, make_sandbox
+from toolchains import require_tools
 
 from swedojo.sandboxes.base import Sandbox, SandboxConfig
 
@@ -196,8 +196,7 @@ def escape_config() -> SandboxConfig:
 @pytest.fixture(scope="session")
 def probe_binary(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The escape probe, compiled statically so that it runs in any Linux sandbox."""
-    if shutil.which("gcc") is None:
-        pytest.skip("gcc is not installed (scripts/system_deps.sh installs it)")
+    require_tools("gcc")
     work = tmp_path_factory.mktemp("probe")
     (work / "probe.c").write_text(PROBE_SOURCE)
     proc = subprocess.run(

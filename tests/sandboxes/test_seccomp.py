@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from toolchains import require_tools
 
 from swedojo.sandboxes import seccomp
 from swedojo.sandboxes.seccomp import (
@@ -237,8 +238,7 @@ int main(int argc, char **argv) {
 )
 @pytest.mark.parametrize("abi", ["int80", "x32"])
 def test_other_abis_are_killed(abi: str, tmp_path: Path) -> None:
-    if shutil.which("gcc") is None:
-        pytest.skip("gcc is not installed (scripts/system_deps.sh installs it)")
+    require_tools("gcc")
     (tmp_path / "abi.c").write_text(OTHER_ABI_SOURCE)
     subprocess.run(["gcc", "-static", "-o", "abi", "abi.c"], cwd=tmp_path, check=True)
     filtered = run([str(tmp_path / "abi"), abi])

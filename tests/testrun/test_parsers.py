@@ -10,13 +10,13 @@ by cmd/test2json and the automake manual.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from taskrepo import write_tree
+from toolchains import require_tools
 
 from swedojo.schema import TestStatus
 from swedojo.testrun.errors import SummaryMismatchError
@@ -43,7 +43,7 @@ def run(argv: list[str], cwd: Path, timeout: float = 300) -> tuple[str, int]:
 
 
 def needs(tool: str) -> pytest.MarkDecorator:
-    return pytest.mark.skipif(shutil.which(tool) is None, reason=f"{tool} is not installed here")
+    return pytest.mark.tools(tool)
 
 
 PYTEST_SUITE = {
@@ -372,8 +372,7 @@ JS_RUNNERS = {"mocha": "11", "ava": "6", "tap": "21", "uvu": "0.5", "tape": "5"}
 @pytest.fixture(scope="session")
 def js_project(tmp_path_factory: pytest.TempPathFactory, npm_cache: Path) -> Path:
     """A project with mocha, ava, node-tap and uvu installed; each test writes its files in a folder of it."""
-    if shutil.which("npm") is None:
-        pytest.skip("npm is not installed here")
+    require_tools("npm")
     root = tmp_path_factory.mktemp("js-runners")
     (root / "package.json").write_text('{"name": "runners", "version": "1.0.0", "type": "commonjs"}\n')
     log, code = run(["npm", "install", "--no-audit", "--no-fund", f"--cache={npm_cache}",
