@@ -104,18 +104,17 @@ def _fetch(source: Path, sha: str, nearest: str, dest: Path) -> None:
         ["git", *args], cwd=dest, capture_output=True, text=True, check=False
     )
     tag = [f"refs/tags/{nearest}:refs/tags/{nearest}"] if nearest else []
-    steps = [
-        ("init", "-q"),
-        ("fetch", "-q", "--no-tags", str(source), sha, *tag),
-    ]
-    for step in steps:
-        proc = run(*step)
-        if proc.returncode != 0:
-            err = proc.stderr.strip().splitlines()
-            msg = err[-1] if err else "git failed"
-            if step[0] == "fetch":
-                raise CommitNotFoundError(f"{source}: commit {sha} not found ({msg})")
-            raise RepoNotFoundError(f"{source}: {msg}")
+    proc = run("init", "-q")
+    if proc.returncode != 0:
+        raise RepoNotFoundError(f"{source}: {proc.stderr.strip()}")
+    proc = run("fetch", "-q", "--no-tags", str(source), sha, *tag)
+    if proc.returncode != 0 and "unable to read" in proc.stderr:
+        # The source lacks objects of older history (a partial mirror): the commit's own tree,
+        # without its history, is still the commit.
+        proc = run("fetch", "-q", "--depth=1", "--no-tags", str(source), sha, *tag)
+    if proc.returncode != 0:
+        err = proc.stderr.strip().splitlines()
+        raise CommitNotFoundError(f"{source}: commit {sha} not found ({err[-1] if err else 'git failed'})")
     for step in (
         ("-c", "advice.detachedHead=false", "checkout", "-q", "FETCH_HEAD"),
         ("config", "user.email", "sandbox@swedojo.invalid"),

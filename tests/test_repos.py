@@ -53,3 +53,27 @@ def test_a_checkout_is_fetched_once_then_copied_and_the_cache_is_bounded(tmp_pat
     checkout(repo, shas[2], tmp_path / "four")
     assert (tmp_path / "four" / "a.py").read_text() == "x = 2\n"
     assert len([e for e in (tmp_path / "cache" / "checkouts").iterdir() if e.is_dir()]) == 1
+
+
+def test_a_mirror_missing_objects_of_older_history_still_checks_out_the_commit(tmp_path: Path, monkeypatch) -> None:
+    """A partial mirror (large old blobs absent) cannot serve the commit's history; its tree is
+    still the commit, checked out without the history."""
+    monkeypatch.setenv("SWEDOJO_CACHE", str(tmp_path / "cache"))
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q", "-b", "main")
+    (repo / "big.bin").write_text("old data " * 100)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "old")
+    lost = git(repo, "rev-parse", "HEAD:big.bin")
+    (repo / "big.bin").unlink()
+    (repo / "f.txt").write_text("now")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "new")
+    head = git(repo, "rev-parse", "HEAD")
+    (repo / ".git" / "objects" / lost[:2] / lost[2:]).unlink()
+    dest = tmp_path / "out"
+    checkout(repo, head, dest)
+    assert git(dest, "rev-parse", "HEAD") == head
+    assert (dest / "f.txt").read_text() == "now"
+    assert git(dest, "rev-parse", "--is-shallow-repository") == "true"
