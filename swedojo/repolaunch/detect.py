@@ -23,6 +23,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from pydantic import BaseModel, ConfigDict, Field
 
 from swedojo.repolaunch.ci import CiFindings, read_workflows
+from swedojo.repolaunch.runner import graded_command
 
 PYTHON_RELEASES = {
     "3.6": date(2016, 12, 23), "3.7": date(2018, 6, 27), "3.8": date(2019, 10, 14),
@@ -1030,6 +1031,15 @@ def without_scripts(analysis: RepoAnalysis, why: str) -> RepoAnalysis:
     return analysis.model_copy(update={"install_commands": commands, "evidence": [*analysis.evidence, said]})
 
 
+def _mocha_range(root: Path) -> str:
+    """The mocha version range package.json asks for ("" when none): old mocha takes fewer options."""
+    try:
+        package = json.loads(_text(root / "package.json")) if (root / "package.json").is_file() else {}
+    except json.JSONDecodeError:
+        return ""
+    return str({**package.get("dependencies", {}), **package.get("devDependencies", {})}.get("mocha", ""))
+
+
 def _strong_pyproject(root: Path) -> bool:
     data = _toml(root / "pyproject.toml")
     return bool(data.get("project") or data.get("build-system") or data.get("tool", {}).get("poetry"))
@@ -1068,6 +1078,10 @@ def analyse(root: Path, when: datetime | None = None, python: PythonPlanning | N
     for lock in ("poetry.lock", "uv.lock", "Pipfile.lock"):
         if has(lock):
             out.note(lock, "lock file present (resolution still goes through pip with the commit date)")
+    graded = graded_command(root, out.test_command, out.log_parser, _mocha_range(root))
+    out.test_command = graded.command
+    for note in graded.notes:
+        out.note("(test command)", note)
     out.ci_commands = [c.command for c in ci.commands]
     for c in ci.commands:
         out.note(c.file, f"{c.kind}: {c.command}")

@@ -23,6 +23,8 @@ from typing import NamedTuple
 
 from pydantic import BaseModel, Field
 
+from swedojo.testrun.command import is_simple
+
 JS_RUNNERS = frozenset({"mocha", "jest", "vitest", "ava", "tap", "tape", "uvu", "jasmine", "karma", "lab"})
 """Test runners known by their binary (`mocha`'s `_mocha` is mocha); `node --test` is `node:test`."""
 _BINARIES = {"_mocha": "mocha"}
@@ -513,3 +515,28 @@ def jest_config_bail(root: Path, config: str = "") -> ConfigFailFast | None:
         if found := _BAIL_ON.search(_text(root / name)):
             return ConfigFailFast(file=name, found=[found.group()], override=["--no-bail"])
     return None
+
+
+class GradedCommand(BaseModel):
+    """A test command made to run every test: fail-fast options out, configured ones undone."""
+
+    command: str
+    """The command graded runs use."""
+    notes: list[str] = Field(default_factory=list)
+    """What was changed and why, for the build log and the analysis's evidence."""
+
+
+def graded_command(root: Path, command: str, parser: str, mocha_version: str = "") -> GradedCommand:
+    """`command` (read by `parser`) without the options that stop it at the first failure, and
+    with the option that undoes such a setting in the runner's configuration in `root` appended
+    (only to a simple command: there is no telling which part of a compound one it would reach)."""
+    stripped, removed = strip_fail_fast(command)
+    notes = [f"fail-fast options dropped from graded runs: {' '.join(removed)}"] if removed else []
+    found = {"pytest": lambda: pytest_config_fail_fast(root), "pytest-junit": lambda: pytest_config_fail_fast(root),
+             "mocha": lambda: mocha_config_bail(root, mocha_version), "jest": lambda: jest_config_bail(root)}
+    config = found.get(parser, lambda: None)()
+    if config and config.override and is_simple(stripped):
+        stripped = " ".join([stripped, *config.override])
+        notes.append(f"{config.file} sets {' '.join(config.found)}: undone by {' '.join(config.override)}")
+    return GradedCommand(command=stripped, notes=notes)
+

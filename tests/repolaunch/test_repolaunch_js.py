@@ -224,3 +224,19 @@ def test_a_dependency_whose_install_script_fails_is_installed_without_scripts(
     assert len(spec.attempts) == 1 and "node_modules/scripted" in spec.attempts[0], spec.attempts
     log = (tmp_path / "out" / "build.log").read_text()
     assert "a dependency's install script failed (scripted: node -e \"process.exit(7)\")" in log
+
+
+def test_fail_fast_options_leave_the_graded_command(make_repo, tmp_path: Path, env_cache: Path, npm_env: dict) -> None:
+    """The project's `--bail` (on its command line and in `.mocharc.json`) would stop the suite at
+    its first failure and leave every later test missing from the log: graded runs go on."""
+    files = {**MOCHA, ".mocharc.json": '{"bail": true}\n',
+             "package.json": MOCHA["package.json"].replace("mocha --reporter spec test/", "mocha --bail --reporter spec test/"),
+             "test/more.spec.js": "describe('more', () => { it('fails too', () => { throw new Error('x'); }); "
+                                  "it('passes after', () => {}); });\n"}
+    spec = _launch(make_repo("bail", files, NOW), tmp_path / "out", "local", env_cache)
+    assert "--bail" not in spec.test_command and spec.test_command.endswith("--no-bail")
+    assert spec.test_status["more.spec.js::more fails too"] == F
+    assert spec.test_status["more.spec.js::more passes after"] == P
+    assert spec.test_status["math.spec.js::math known bug"] == F
+    log = (tmp_path / "out" / "build.log").read_text()
+    assert "fail-fast options dropped from graded runs: --bail" in log and ".mocharc.json sets" in log
