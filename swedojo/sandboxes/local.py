@@ -174,7 +174,7 @@ class LocalConfinement:
             path = [p for p in path if os.path.isdir(p) and reachable(p)]
         path += [p for p in _DEFAULT_PATH.split(os.pathsep) if p not in path]  # the system's tools, whatever was cut
         env = {"PATH": os.pathsep.join(path), "HOME": home, "TMPDIR": scratch}
-        return env | {"LANG": "C.UTF-8", "TERM": "dumb"}
+        return env | {"LANG": "C.UTF-8"}  # no TERM, as in a container: runners print as they do on docker
 
     def _exposed(self) -> list[str]:
         """bwrap arguments that make the harness's Python, its own code (scripts an install step
@@ -244,7 +244,7 @@ class LocalConfinement:
         seccomp filter is read from a file on descriptor 9, since a memfd of ours would not reach it."""
         seccomp = None
         if self.isolation.seccomp:
-            (self._root / f"{name}.bpf").write_bytes(compile_bpf(self.config.network))
+            (self._root / f"{name}.bpf").write_bytes(compile_bpf(self._sockets()))
             seccomp = _LAUNCHER_FD
         env = " ".join(shlex.quote(f"{k}={v}") for k, v in (self.env() | self.config.env).items())
         lines = ["#!/bin/sh"]
@@ -275,6 +275,12 @@ class LocalConfinement:
         with self._filter_fd() as fd:
             yield self._confine(command, fd), () if fd is None else (fd,)
 
+    def _sockets(self) -> bool:
+        """Whether the seccomp filter allows sockets beyond AF_UNIX: with the network on, or in a
+        network namespace of the sandbox's own (bubblewrap), whose only interface is its loopback,
+        where a test suite's own servers listen; never in the host's namespace."""
+        return self.config.network or self.isolation.bubblewrap
+
     def _setpriv(self) -> list[str]:
         uid = self.isolation.uid
         if uid == os.getuid():
@@ -288,7 +294,7 @@ class LocalConfinement:
         if not self.isolation.seccomp:
             yield None
             return
-        fd = bpf_fd(self.config.network)
+        fd = bpf_fd(self._sockets())
         try:
             yield fd
         finally:

@@ -71,8 +71,9 @@ class Rule:
     """Deny when `arg != not_equal`."""
 
 
-def policy(network: bool) -> tuple[Rule, ...]:
-    """The rules; sockets other than AF_UNIX are denied unless `network`."""
+def policy(sockets: bool) -> tuple[Rule, ...]:
+    """The rules; sockets other than AF_UNIX are denied unless `sockets` (the network is on, or
+    the sandbox has a network namespace of its own whose only interface is its loopback)."""
     rules = [
         Rule(DENIED),
         Rule(("clone3",), errno=errno.ENOSYS),
@@ -87,7 +88,7 @@ def policy(network: bool) -> tuple[Rule, ...]:
         # other processes' limits (a reused container's warm runner outlives its sandboxes)
         Rule(("prlimit64",), arg=0, not_equal=0),
     ]
-    if not network:
+    if not sockets:
         rules.append(Rule(("socket", "socketpair"), arg=0, not_equal=AF_UNIX))
     return tuple(rules)
 
@@ -198,10 +199,10 @@ def known_syscalls() -> dict[str, int]:
     return names
 
 
-def _entries(network: bool) -> list[_Entry]:
+def _entries(sockets: bool) -> list[_Entry]:
     """The policy as allow/errno entries over the known syscalls (default: ENOSYS)."""
     known = known_syscalls()
-    rules = policy(network)
+    rules = policy(sockets)
     ruled = {name for rule in rules for name in rule.syscalls}
     entries = [_Entry(tuple(sorted(set(known) - ruled)), _ACT_ALLOW)]
     for rule in rules:
@@ -218,10 +219,10 @@ def _entries(network: bool) -> list[_Entry]:
     return entries
 
 
-def render_docker_profile(network: bool) -> str:
+def render_docker_profile(sockets: bool) -> str:
     """The policy as Docker seccomp profile JSON, for `security_opt=["seccomp=" + text]`."""
     syscalls = []
-    for entry in _entries(network):
+    for entry in _entries(sockets):
         item: dict[str, object] = {"names": list(entry.names)}
         if entry.action == _ACT_ALLOW:
             item["action"] = "SCMP_ACT_ALLOW"
@@ -242,7 +243,7 @@ def render_docker_profile(network: bool) -> str:
 
 
 @functools.cache
-def compile_bpf(network: bool) -> bytes:
+def compile_bpf(sockets: bool) -> bytes:
     """The policy as a classic BPF program for this architecture (`struct sock_filter[]`).
 
     Calls of other architectures kill the process. Load it with bwrap's `--seccomp FD` or with
@@ -261,7 +262,7 @@ def compile_bpf(network: bool) -> bytes:
             if lib.seccomp_attr_set(ctx, attr, value) != 0:
                 raise SeccompUnavailableError(f"seccomp_attr_set({attr}) failed")
         # libseccomp refuses rules that repeat the default action (they would change nothing)
-        for entry in (e for e in _entries(network) if e.action != _DEFAULT):
+        for entry in (e for e in _entries(sockets) if e.action != _DEFAULT):
             cmps = (_ArgCmp * 1)(_ArgCmp(*entry.cmp)) if entry.cmp else None
             for name in entry.names:
                 if name not in known:
@@ -285,9 +286,9 @@ def compile_bpf(network: bool) -> bytes:
         lib.seccomp_release(ctx)
 
 
-def bpf_fd(network: bool) -> int:
+def bpf_fd(sockets: bool) -> int:
     """A memfd (close-on-exec) holding the compiled program at offset 0: for `pass_fds`."""
     fd = os.memfd_create("swedojo-seccomp")
-    os.write(fd, compile_bpf(network))
+    os.write(fd, compile_bpf(sockets))
     os.lseek(fd, 0, os.SEEK_SET)
     return fd

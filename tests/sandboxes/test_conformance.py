@@ -54,6 +54,14 @@ def test_cwd_and_env_persist_between_execs(box: Sandbox) -> None:
     assert box.exec('echo "$PWD|$GREETING"').output == f"{box.workdir}/sub|hi there\n"
 
 
+def test_commands_see_the_same_terminal_variables_on_every_backend(box: Sandbox) -> None:
+    """A runner prints by TERM, LANG and CI (colours, progress bars, snapshot writing): a suite must
+    print alike on every backend, so that a launch validated on one grades alike on the other. (The
+    interactive shell's own TERM=dumb is not exported: its commands do not see it.)"""
+    shown = box.exec("""sh -c 'echo "TERM=${TERM-unset} LANG=${LANG-unset} CI=${CI-unset} COLUMNS=${COLUMNS-unset}"'""").output
+    assert shown == "TERM=unset LANG=C.UTF-8 CI=unset COLUMNS=unset\n"
+
+
 def test_a_timeout_interrupts_and_the_sandbox_stays_usable(box: Sandbox) -> None:
     box.exec("cd pkg && export KEPT=1")
     started = time.monotonic()
