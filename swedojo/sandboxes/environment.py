@@ -13,6 +13,7 @@ from swedojo.sandboxes import standins
 from swedojo.sandboxes.base import ExecResult, Sandbox, SandboxConfig, SandboxError
 from swedojo.sandboxes.registry import backend
 from swedojo.sandboxes.scope import adopt
+from swedojo.sandboxes.steps import CAP_S, run_step
 from swedojo.sandboxes.warm_runner import WarmRunner
 from swedojo.schema import EnvSpec
 
@@ -30,10 +31,11 @@ def prepare(sandbox: Sandbox, spec: EnvSpec, timeout: float | None = None,
             echo: Callable[[str, ExecResult], None] | None = None) -> None:
     """Run the spec's repo layer in a fresh sandbox: the project built at the sandbox's commit.
 
-    Every sandbox needs it (the agent's and the grader's): its work tree is a fresh checkout.
+    Every sandbox needs it (the agent's and the grader's): its work tree is a fresh checkout. Each
+    step runs as long as it makes progress (`steps.run_step`), at most `timeout` seconds.
     """
     for command in spec.rebuild_commands:
-        result = sandbox.exec(command, timeout=timeout)
+        result = run_step(sandbox, command, cap_s=timeout or CAP_S)
         if echo:
             echo(command, result)
         if not result.ok:

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, Field
 
 from swedojo.sandboxes.base import Sandbox, SandboxError
+from swedojo.sandboxes.steps import run_step
 from swedojo.schema import EnvSpec, TestStatus
 from swedojo.testrun.command import (
     appended,
@@ -34,8 +35,6 @@ INLINE_LOG_BYTES = 16_000
 """A log up to this size comes back with the command's own output (under every terminal cap we set)."""
 LOG_NAME = "swedojo-tests.log"
 """The test log's file in the work tree's `.git/` (out of every diff)."""
-BUILD_LOG_NAME = "swedojo-build.log"
-"""The build step's log, beside the test log."""
 BUILD_EVIDENCE_BYTES = 4_000
 """How much of a failed build's output is kept as its evidence (the compiler's last lines)."""
 DEFAULT_TIMEOUT_S = 900.0
@@ -157,17 +156,18 @@ def _redirected(sandbox: Sandbox, spec: EnvSpec, command: str, target: str, agen
 
 def _build(sandbox: Sandbox, spec: EnvSpec, timeout_s: float, agent_shell: bool) -> BuildFailure | None:
     """Build the tree as it is now (`EnvSpec.build_command`, incremental), so tests never run a
-    build older than the code: None when it succeeded, else what failed."""
-    target = shlex.quote(f"{sandbox.workdir}/.git/{BUILD_LOG_NAME}")
-    line = _redirected(sandbox, spec, spec.build_command, target, agent_shell)
-    result = sandbox.exec(f"{line}; __sd_rc=$?; tail -c {BUILD_EVIDENCE_BYTES} {target}; (exit $__sd_rc)",
-                          timeout=timeout_s)
-    if result.exit_code == 0 and not result.timed_out:
+    build older than the code: None when it succeeded, else what failed. The build runs as long
+    as it makes progress (`steps.run_step`), at most `timeout_s`."""
+    command = spec.build_command
+    if agent_shell:  # the agent's shell may be elsewhere, with other variables
+        exports = "".join(f"export {k}={shlex.quote(v)}; " for k, v in sorted(spec.env_vars.items()))
+        command = f"{exports}cd {shlex.quote(sandbox.workdir)} && {command}"
+    result = run_step(sandbox, command, cap_s=timeout_s)
+    if result.ok:
         return None
     evidence = result.output.replace(f"{sandbox.workdir}/", "")[-BUILD_EVIDENCE_BYTES:]
     return BuildFailure(command=spec.build_command, exit_code=None if result.timed_out else result.exit_code,
                         evidence=evidence)
-
 
 def run_suite(sandbox: Sandbox, spec: EnvSpec, timeout_s: float = DEFAULT_TIMEOUT_S, *,
               agent_shell: bool = False) -> SuiteRun:
