@@ -50,7 +50,7 @@ def gen_command(
     from swedojo.datasets.gen.journal import JournalMismatchError
     from swedojo.datasets.gen.run import UnknownModeError, generate
     from swedojo.datasets.gen.settings import GenSettings
-    from swedojo.datasets.gen.synthesis import NoPassingTestsError
+    from swedojo.datasets.gen.synthesis import NoMutableSourcesError, NoPassingTestsError
     from swedojo.repolaunch.errors import LaunchError
     from swedojo.repos import RepoNotFoundError, resolve_repo
     from swedojo.sandboxes.registry import UnknownBackendError
@@ -65,8 +65,8 @@ def gen_command(
         console.print(f"generating up to {max_tasks} tasks from {repo} by {mode} (seed {seed}) -> {out}")
         with shown(console, lambda: _journal_progress(out)):
             result = generate(repo, mode, settings, mirror)
-    except (RepoNotFoundError, UnknownModeError, JournalMismatchError, NoPassingTestsError, GitError,
-            UnknownBackendError) as exc:
+    except (RepoNotFoundError, UnknownModeError, JournalMismatchError, NoPassingTestsError, NoMutableSourcesError,
+            GitError, UnknownBackendError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
     except LaunchError as exc:

@@ -66,6 +66,10 @@ class NoPassingTestsError(RuntimeError):
     """The suite has no test that passes reliably at the commit, so no mutant can be caught."""
 
 
+class NoMutableSourcesError(RuntimeError):
+    """The repository has no source file the mutation operators can change (they read Python)."""
+
+
 def source_files(repo: Path, commit: str) -> dict[str, bytes]:
     """The repo's own Python modules at `commit` (not tests, docs or packaging scripts)."""
     names = git(repo, "ls-tree", "-r", "--name-only", commit).splitlines()
@@ -314,6 +318,12 @@ def generate_mutations(target: Target, settings: GenSettings, strategies: list[S
                       Header(repo=target.repo, mode="mutations", tip=head, seed=settings.seed,
                              backend=settings.backend, launch=settings.launch))
     files = source_files(repo, head)
+    if not files:
+        names = git(repo, "ls-tree", "-r", "--name-only", head).splitlines()
+        kinds = sorted({n.rsplit(".", 1)[-1] for n in names if "." in n.split("/")[-1]}, key=str.lower)[:12]
+        raise NoMutableSourcesError(
+            f"{target.repo}@{head[:12]}: no Python module to mutate (the mutation operators read Python's syntax; "
+            f"its files are {', '.join('.' + k for k in kinds) or 'none'}): `--from history` mines any language's fixes")
     with run_environment(target, head, repo, settings) as env:
         _mutate(target, repo, head, env, files, journal, settings, strategies, counts)
 

@@ -11,7 +11,7 @@ import pytest
 from genproject import git
 
 from swedojo.datasets.gen import GenSettings, generate
-from swedojo.datasets.gen.synthesis import NoPassingTestsError
+from swedojo.datasets.gen.synthesis import NoMutableSourcesError, NoPassingTestsError
 from swedojo.schema import EnvSpec
 
 PROJECT = {
@@ -97,6 +97,19 @@ def test_the_plain_environment_lacks_the_dependency(tmp_path: Path) -> None:
     repo = _project(tmp_path / "src")
     with pytest.raises(NoPassingTestsError, match="no test passes"):
         generate(str(repo), "mutations", GenSettings(out=tmp_path / "plain", max_tasks=1, launch=False))
+
+
+def test_a_repository_with_no_python_source_says_why_nothing_can_be_mutated(tmp_path: Path) -> None:
+    repo = tmp_path / "c"
+    repo.mkdir()
+    (repo / "add.c").write_text("int add(int a, int b) { return a + b; }\n")
+    (repo / "Makefile").write_text("test:\n\ttrue\n")
+    git(repo, "init", "-q")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "c")
+    with pytest.raises(NoMutableSourcesError, match=r"no Python module to mutate .*files are \.c.*--from history"):
+        generate(str(repo), "mutations", GenSettings(out=tmp_path / "gen", max_tasks=1))
+    assert not (tmp_path / "gen" / "envspecs").exists()  # said before any environment is built
 
 
 def test_a_launched_environment_mines_a_project_with_dependencies(tmp_path: Path) -> None:
