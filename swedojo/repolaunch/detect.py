@@ -9,7 +9,6 @@ recipe's (`recipes`); the one whose build files the tree has, by detection prior
 
 from __future__ import annotations
 
-import re
 from datetime import datetime
 from pathlib import Path
 
@@ -36,18 +35,6 @@ def undated(analysis: RepoAnalysis, why: str) -> RepoAnalysis:
     said = Evidence(file="(install)", says=f"resolution as of {date} dropped, latest versions instead: {why}")
     return analysis.model_copy(update={"resolution_date": "", "install_commands": commands,
                                        "evidence": [*analysis.evidence, said]})
-
-
-def without_scripts(analysis: RepoAnalysis, why: str) -> RepoAnalysis:
-    """The analysis installing with npm but running no dependency's install scripts, for one whose
-    script failed (`why`: which, and its command), e.g. one that downloads from a host out of reach;
-    unchanged when no npm install command is left to change."""
-    commands = [f"{c} --ignore-scripts" if re.match(r"npm (?:ci|install)\b", c) and "--ignore-scripts" not in c
-                else c for c in analysis.install_commands]
-    if commands == analysis.install_commands:
-        return analysis
-    said = Evidence(file="(install)", says=f"a dependency's install script failed ({why}): installed without scripts")
-    return analysis.model_copy(update={"install_commands": commands, "evidence": [*analysis.evidence, said]})
 
 
 def analyse(root: Path, when: datetime | None = None, python: PythonPlanning | None = None) -> RepoAnalysis:

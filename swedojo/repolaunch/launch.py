@@ -32,12 +32,7 @@ from pydantic import BaseModel, Field
 
 from swedojo.repolaunch.analysis import PythonPlanning, RepoAnalysis
 from swedojo.repolaunch.buildlog import BuildLog, cause
-from swedojo.repolaunch.detect import (
-    NoBuildSystemError,
-    analyse,
-    undated,
-    without_scripts,
-)
+from swedojo.repolaunch.detect import NoBuildSystemError, analyse, undated
 from swedojo.repolaunch.errors import (
     AnalyseError,
     DiscoveryError,
@@ -340,7 +335,7 @@ def _by_rules(analysis: RepoAnalysis, workdir: Path, when: datetime, backend: st
         if dropped and analysis.resolution_date:
             analysis = undated(analysis, dropped[-1])
         if scripts:
-            analysis = without_scripts(analysis, scripts[-1])
+            analysis = recipe.without_dependency_scripts(analysis, scripts[-1])
         request.analysis = analysis
         log.write(f"runtime on the {backend} backend: {analysis.language} {analysis.runtime_version}\n")
         started = log.path.stat().st_size if log.path.is_file() else 0
@@ -359,7 +354,7 @@ def _by_rules(analysis: RepoAnalysis, workdir: Path, when: datetime, backend: st
                 log.write(f"the registry cannot resolve as of {analysis.resolution_date} ({why}): "
                           "the date bound is dropped, the dependencies will be the latest\n")
                 plans.insert(0, plan)
-            elif analysis.build_system == "npm" and not scripts and (script := _dependency_script(said)):
+            elif not scripts and (script := recipe.failed_dependency_script(analysis, said)):
                 scripts.append(script)
                 log.write(f"a dependency's install script failed ({script}): installing again with no "
                           "dependency's install scripts run\n")
@@ -408,18 +403,6 @@ _UNDATABLE = re.compile(r"^.*(?:code ETARGET|code ENOVERSIONS|No matching versio
                         r"|does not provide upload-time metadata).*$", re.MULTILINE)
 """What npm and pip say when a date-bounded install cannot be resolved: no version of a package
 published before the date (or none with a publish time), an index without upload times."""
-
-
-_SCRIPT_PATH = re.compile(r"^npm (?:error|ERR!) path \S*/node_modules/(\S+)$", re.MULTILINE)
-_SCRIPT_COMMAND = re.compile(r"^npm (?:error|ERR!) command sh -c (.+)$", re.MULTILINE)
-"""npm's lines naming a failed lifecycle script: the package's directory, the script's command."""
-
-
-def _dependency_script(said: str) -> str:
-    """The dependency whose install script npm says failed in a failed attempt's log, as
-    `package: command`; empty when none did (the project's own scripts are not a dependency's)."""
-    path, command = _SCRIPT_PATH.search(said), _SCRIPT_COMMAND.search(said)
-    return f"{path.group(1)}: {command.group(1).strip()}" if path and command else ""
 
 
 def _dated(analysis: RepoAnalysis) -> bool:

@@ -93,6 +93,15 @@ class LanguageRecipe(ABC):
         failed; None when the log suggests none."""
         return None
 
+    def failed_dependency_script(self, analysis: RepoAnalysis, said: str) -> str:
+        """The dependency whose install script failed in an attempt whose build log says `said`, as
+        `package: command`; empty when none did (then a retry installs running no dependency's scripts)."""
+        return ""
+
+    def without_dependency_scripts(self, analysis: RepoAnalysis, why: str) -> RepoAnalysis:
+        """The analysis installing without running any dependency's install scripts (`why`: which failed)."""
+        return analysis
+
     # --- layers (both backends) -------------------------------------------------------------------
 
     def install_plan(self, analysis: RepoAnalysis) -> list[str]:

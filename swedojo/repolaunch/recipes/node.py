@@ -19,6 +19,7 @@ from typing import Any
 
 from swedojo.repolaunch.analysis import (
     CiFindings,
+    Evidence,
     PythonPlanning,
     RepoAnalysis,
     instant,
@@ -44,6 +45,9 @@ NODE_RELEASE = ("bookworm", "18")
 fetches npm, and with `node --test`."""
 NPM_VERSION = "10.9.2"
 """npm fetched from the registry for Debian's node (Debian's own npm package pulls 300 packages)."""
+_SCRIPT_PATH = re.compile(r"^npm (?:error|ERR!) path \S*/node_modules/(\S+)$", re.MULTILINE)
+_SCRIPT_COMMAND = re.compile(r"^npm (?:error|ERR!) command sh -c (.+)$", re.MULTILINE)
+"""npm's lines naming a failed lifecycle script: the package's directory, the script's command."""
 LINK_NODE_MODULES = (f'mkdir -p node_modules && for f in "${ENV_VAR}"/node_modules/* "${ENV_VAR}"/node_modules/.[!.]*; '
                      'do [ -e "$f" ] && ln -sfn "$f" node_modules/; done; true')
 """The layer's packages linked one by one into a node_modules of the work tree's own, where tools
@@ -246,6 +250,23 @@ class NodeRecipe(LanguageRecipe):
         out.runtime_version = wanted or (candidates[0] if candidates else "20")
         out.runtime_allowed = [out.runtime_version]
         return out
+
+    def failed_dependency_script(self, analysis: RepoAnalysis, said: str) -> str:
+        """npm's: the project's own scripts are not a dependency's."""
+        if analysis.build_system != "npm":
+            return ""
+        path, command = _SCRIPT_PATH.search(said), _SCRIPT_COMMAND.search(said)
+        return f"{path.group(1)}: {command.group(1).strip()}" if path and command else ""
+
+    def without_dependency_scripts(self, analysis: RepoAnalysis, why: str) -> RepoAnalysis:
+        """npm installs with `--ignore-scripts`, e.g. past a script that downloads from a host out of
+        reach; unchanged when no npm install command is left to change."""
+        commands = [f"{c} --ignore-scripts" if re.match(r"npm (?:ci|install)\b", c) and "--ignore-scripts" not in c
+                    else c for c in analysis.install_commands]
+        if commands == analysis.install_commands:
+            return analysis
+        said = Evidence(file="(install)", says=f"a dependency's install script failed ({why}): installed without scripts")
+        return analysis.model_copy(update={"install_commands": commands, "evidence": [*analysis.evidence, said]})
 
     def sandbox_steps(self, analysis: RepoAnalysis) -> list[str]:
         return [LINK_NODE_MODULES, *analysis.rebuild_commands, EXCLUDE_BUILD_LEFTOVERS]

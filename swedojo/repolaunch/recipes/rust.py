@@ -34,7 +34,6 @@ def _cargo_vendored(root: Path) -> str:
     return ""
 
 
-
 def _crates(root: Path) -> int:
     """Registry packages in Cargo.lock, else the manifest's direct dependencies from a registry."""
     packages = read_toml(root / "Cargo.lock").get("package", [])
