@@ -1,5 +1,6 @@
 """The language recipes: the six registered in detection priority order, and a language added by
-one recipe and one registration, launched end to end on the local backend from a repo made here."""
+one recipe and one registration, launched end to end from a repo made here (local backend; docker
+too where an engine answers: its runtime layer is Debian's base with git)."""
 
 from __future__ import annotations
 
@@ -94,12 +95,14 @@ def toy() -> Iterator[ToyRecipe]:
     unregister("toy")
 
 
-def test_a_language_is_one_recipe_and_one_registration(toy: ToyRecipe, make_repo, tmp_path: Path,
+@pytest.mark.parametrize("backend", ["local", pytest.param("docker", marks=pytest.mark.docker)])
+def test_a_language_is_one_recipe_and_one_registration(toy: ToyRecipe, backend: str, make_repo, tmp_path: Path,
                                                        env_cache: Path) -> None:
     assert recipes()[-1] is toy and recipe_for("toy") is toy
     repo = make_repo("toyrepo", {"toy.build": "", "run_tests.sh": TOY_TESTS}, DATE)
-    spec = launch(str(repo), tmp_path / "out", backend="local", cache_dir=env_cache / "envs")
-    assert (spec.language, spec.build_system, spec.log_parser, spec.runtime_version) == ("toy", "toy", "tap", "1")
+    spec = launch(str(repo), tmp_path / "out", backend=backend, cache_dir=env_cache / "envs")
+    assert (spec.backend, spec.language, spec.build_system, spec.log_parser, spec.runtime_version) == \
+        (backend, "toy", "toy", "tap", "1")
     assert spec.test_status == {"adds": TestStatus.PASSED, "subtracts": TestStatus.PASSED,
                                 "later": TestStatus.SKIPPED}
     assert spec.install_commands == [] and spec.rebuild_commands == []
