@@ -22,13 +22,9 @@ from pydantic import BaseModel, Field
 from swedojo.agent.backends import ModelBackend
 from swedojo.agent.base import RunContext
 from swedojo.agent.loop import AgentConfig, Episode, LoopLimits, ModelPolicy
-from swedojo.repolaunch.detect import (
-    PYTHON_RELEASES,
-    Evidence,
-    RepoAnalysis,
-    version_key,
-)
+from swedojo.repolaunch.analysis import Evidence, RepoAnalysis
 from swedojo.repolaunch.fallback import NoPlanError, SetupRequest
+from swedojo.repolaunch.recipes import UnsupportedLanguageError, recipe_for
 from swedojo.sandboxes.base import SandboxConfig, SandboxError
 from swedojo.sandboxes.environment import Environment, default_python_env
 from swedojo.schema import ExitStatus, TaskInstance, Trajectory
@@ -178,7 +174,10 @@ def plan_analysis(plan: SetupPlanParams, request: SetupRequest) -> RepoAnalysis:
     elif same and rules is not None:
         allowed = rules.runtime_allowed
     else:
-        allowed = sorted(PYTHON_RELEASES, key=version_key, reverse=True) if language == "python" else []
+        try:
+            allowed = recipe_for(language).known_runtimes()
+        except UnsupportedLanguageError:
+            allowed = []  # the launcher refuses the plan, naming the languages it has recipes for
     return RepoAnalysis(
         language=language, build_system=rules.build_system if same and rules else "agent", runtime_allowed=allowed,
         debian_release=rules.debian_release if same and rules else "bookworm",

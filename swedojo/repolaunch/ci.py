@@ -1,8 +1,9 @@
 """Read GitHub Actions workflows for the commands a project itself uses to install and test.
 
 CI files often name the exact install and test steps and the runtime versions the project
-supports. Files are read with YAML's base loader (every scalar stays a string: `3.10` does not
-become 3.1 and `on:` does not become True), and anything odd in a file is skipped, not fatal.
+supports (under the keys each language recipe names). Files are read with YAML's base loader
+(every scalar stays a string: `3.10` does not become 3.1 and `on:` does not become True), and
+anything odd in a file is skipped, not fatal.
 """
 
 from __future__ import annotations
@@ -13,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, Field
+
+from swedojo.repolaunch.analysis import CiCommand, CiFindings
+from swedojo.repolaunch.recipes import recipes
 
 _INSTALL = re.compile(
     r"\b(pip3?|uv pip|uv) (install|sync)\b|\bpoetry install\b|\bpipenv install\b|\bnpm (ci|install)\b"
@@ -25,38 +28,6 @@ _TEST = re.compile(
     r"|\bmake (test|check)\b|\bmvn\b.*\b(test|verify)\b|\bgradlew?\b.*\b(test|check)\b|\bunittest\b"
     r"|\brun_?tests?\.py\b"
 )
-_VERSION_KEYS = {
-    "python": ("python-version", "python", "python_version", "py"),
-    "node": ("node-version", "node", "node_version"),
-    "go": ("go-version", "go", "go_version"),
-    "java": ("java-version", "java", "jdk"),
-}
-
-
-class CiCommand(BaseModel):
-    """One shell line from a workflow `run:` step."""
-
-    file: str
-    """Workflow path relative to the repository root."""
-    kind: str
-    """`install` or `test`."""
-    command: str
-    """The line, continuations joined."""
-    workdir: str = ""
-    """The step's `working-directory`, relative to the repository root (empty: the root)."""
-
-
-class CiFindings(BaseModel):
-    """What the workflows say about installing, testing and runtime versions."""
-
-    commands: list[CiCommand] = Field(default_factory=list)
-    """Install and test lines, in file order."""
-    versions: dict[str, list[str]] = Field(default_factory=dict)
-    """Runtime -> versions named in matrices and setup steps (`python` -> ["3.10", "3.11"])."""
-    unreadable: list[str] = Field(default_factory=list)
-    """Workflow files that did not parse."""
-
-
 def _walk(node: Any) -> Iterator[dict[str, Any]]:
     """Every mapping in a YAML tree."""
     if isinstance(node, dict):
@@ -68,17 +39,16 @@ def _walk(node: Any) -> Iterator[dict[str, Any]]:
             yield from _walk(value)
 
 
-def _version(value: str, runtime: str) -> str | None:
-    """A plain version ("3.11", "18.x", "1.21.4", "17") cut to the part that picks a toolchain."""
+def _version(value: str, minor: bool) -> str | None:
+    """A plain version ("3.11", "18.x", "1.21.4", "17") cut to the part that picks a toolchain
+    (`minor`: major.minor, else the major alone)."""
     match = re.fullmatch(r"v?(\d+)(?:\.(\d+))?(?:\.[\dx*]+)?(?:-dev)?|v?(\d+)\.x", value.strip())
     if not match:
         return None
     if match.group(3):
         return match.group(3)
-    major, minor = match.group(1), match.group(2)
-    if runtime in ("python", "go") and minor is not None:
-        return f"{major}.{minor}"
-    return major
+    major, minor_part = match.group(1), match.group(2)
+    return f"{major}.{minor_part}" if minor and minor_part is not None else major
 
 
 def _run_lines(script: str) -> Iterator[str]:
@@ -110,12 +80,12 @@ def read_workflows(root: Path) -> CiFindings:
                     kind = "test" if _TEST.search(line) else "install" if _INSTALL.search(line) else ""
                     if kind:
                         findings.commands.append(CiCommand(file=rel, kind=kind, command=line, workdir=where))
-            for runtime, keys in _VERSION_KEYS.items():
-                for key in keys:
+            for recipe in recipes():
+                for key in recipe.ci_version_keys:
                     values = mapping.get(key)
                     for value in values if isinstance(values, list) else [values]:
-                        version = _version(value, runtime) if isinstance(value, str) else None
-                        seen = findings.versions.setdefault(runtime, []) if version else []
+                        version = _version(value, recipe.ci_minor_versions) if isinstance(value, str) else None
+                        seen = findings.versions.setdefault(recipe.family, []) if version else []
                         if version and version not in seen:
                             seen.append(version)
     return findings

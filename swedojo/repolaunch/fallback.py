@@ -14,7 +14,7 @@ from typing import Protocol
 
 from pydantic import BaseModel
 
-from swedojo.repolaunch.detect import RepoAnalysis
+from swedojo.repolaunch.analysis import RepoAnalysis
 from swedojo.schema import EnvSpec
 
 

@@ -6,7 +6,7 @@
 - runtime `swedojo/runtime:<family>-<release>-<hash>`: the Debian release's interpreter or
   toolchain, git, patch, the sandbox user (uid 1000), and for Python a venv with swedojo's own pip
   version (which has `--uploaded-prior-to`); hash of the base image id and the recipe.
-- deps `swedojo/deps:<key>`: the dependency layer at `/opt/swedojo/env`, key = `recipe.env_key`
+- deps `swedojo/deps:<key>`: the dependency layer at `/opt/swedojo/env`, key = the recipe's `env_key`
   with the runtime tag as runtime (the same function as the local layer), so commits with the
   same dependency files share it. Built in a first stage that has the checkout; only the layer
   is copied into the image.
@@ -25,7 +25,6 @@ replaces are removed where nothing else uses them.
 from __future__ import annotations
 
 import hashlib
-import importlib.metadata
 import io
 import json
 import re
@@ -40,32 +39,11 @@ from typing import IO
 import docker.errors
 from pydantic import BaseModel
 
+from swedojo.repolaunch.analysis import RepoAnalysis
 from swedojo.repolaunch.buildlog import BuildLog
-from swedojo.repolaunch.detect import (
-    DEBIAN_TOOLCHAINS,
-    RepoAnalysis,
-    debian_release,
-    version_key,
-)
-from swedojo.repolaunch.errors import InstallError, NoRuntimeError
-from swedojo.repolaunch.recipe import (
-    DROP_PROJECT,
-    ENV_VAR,
-    GO,
-    JAVA,
-    NATIVE,
-    NODE,
-    NPM_QUIET,
-    PYTHON,
-    RUST,
-    env_key,
-    has_recipe,
-    npm_resolved,
-    python_shims,
-    script,
-    toolchain_env,
-    unsupported,
-)
+from swedojo.repolaunch.errors import InstallError
+from swedojo.repolaunch.recipes import recipe_for, recipe_of
+from swedojo.repolaunch.recipes.base import ENV_VAR
 from swedojo.sandboxes.docker import SANDBOX_USER, api, owner_labels
 from swedojo.sandboxes.filelock import file_lock
 from swedojo.sandboxes.image_use import record_use
@@ -73,24 +51,12 @@ from swedojo.schema import EnvSpec
 
 ENV_ROOT = "/opt/swedojo/env"
 """The dependency layer's directory in images (`$SWEDOJO_ENV`)."""
-PIP_TOOL = "/opt/swedojo/pip"
-"""Runtime layer venv holding the pip that installs Python dependency layers."""
 SRC = "/opt/swedojo/src"
 """The checkout in the dependency layer's build stage (not in the image)."""
 TESTBED = "/testbed"
 SYSTEM_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 HOST_CA = "/etc/ssl/host-ca-bundle.crt"
 """The host's CA bundle in base images (ensure_docker.sh puts it there)."""
-DEBIAN_PYTHON = {"bullseye": "3.9", "bookworm": "3.11", "trixie": "3.13"}
-NODE_RELEASE = ("bookworm", "18")
-"""Debian release for Node projects and the node it ships: the oldest node with `fetch`, which
-fetches npm, and with `node --test`."""
-DEBIAN_GCC = {"bullseye": "10", "bookworm": "12", "trixie": "14"}
-DEBIAN_JAVA = {"bullseye": "11", "bookworm": "17", "trixie": "21"}
-"""The JDK each release's default-jdk-headless is (javac --release compiles for older Javas)."""
-TOOLCHAIN_NAMES = {GO: "Go", RUST: "Rust"}
-NPM_VERSION = "10.9.2"
-"""npm fetched from the registry for Debian's node (Debian's own npm package pulls 300 packages)."""
 LAYERS = ("base", "runtime", "deps", "repo")
 
 
@@ -138,106 +104,13 @@ def layer_info(name: str, tag: str, cached: bool, seconds: float = 0.0) -> Layer
                  size_mb=round(info["Size"] / 2**20, 1))
 
 
-# --- runtime choice and recipes ----------------------------------------------------------------
-
-def docker_runtime(analysis: RepoAnalysis) -> tuple[str, str]:
-    """(Debian release, runtime version): the runtime is the one the release ships.
-
-    Python: the analysis's runtime when a release ships it (the launcher plans for one of
-    `python_runtimes`); Node: bookworm's node; Go and Rust: the oldest release whose toolchain is
-    at least the analysis's; Java: the analysis's release and its JDK; C: the analysis's release
-    and its gcc.
-    """
-    if analysis.language == PYTHON:
-        for release, shipped in DEBIAN_PYTHON.items():
-            if shipped == analysis.runtime_version:
-                return release, shipped
-        raise NoRuntimeError(f"no Debian release ships Python {analysis.runtime_version} "
-                             f"(bullseye 3.9, bookworm 3.11, trixie 3.13)")
-    if analysis.language in NODE:
-        return NODE_RELEASE
-    if analysis.language in DEBIAN_TOOLCHAINS:
-        release = debian_release(analysis.language, analysis.runtime_version)
-        shipped = DEBIAN_TOOLCHAINS[analysis.language][release]
-        if version_key(shipped) < version_key(analysis.runtime_version)[:2]:
-            have = ", ".join(f"{r} {v}" for r, v in DEBIAN_TOOLCHAINS[analysis.language].items())
-            raise NoRuntimeError(f"no Debian release ships {TOOLCHAIN_NAMES[analysis.language]} "
-                                 f"{analysis.runtime_version} or newer ({have})")
-        return release, shipped
-    if analysis.language == JAVA and has_recipe(analysis):
-        release = analysis.debian_release
-        if version_key(analysis.runtime_version) > version_key(DEBIAN_JAVA[release]):
-            raise NoRuntimeError(f"no Debian release ships Java {analysis.runtime_version} "
-                                 f"(bullseye 11, bookworm 17, trixie 21)")
-        return release, DEBIAN_JAVA[release]
-    if analysis.language in NATIVE:
-        return analysis.debian_release, DEBIAN_GCC[analysis.debian_release]
-    raise NoRuntimeError(str(unsupported(analysis)))
-
-
-def python_runtimes(analysis: RepoAnalysis) -> list[str]:
-    """The Pythons Debian releases ship that the analysis admits, in its order: what to try."""
-    return [v for v in analysis.runtime_allowed if v in DEBIAN_PYTHON.values()]
-
-
-def _apt(*packages: str) -> str:
-    return ("apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "
-            f"{' '.join(packages)} >/dev/null && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb")
-
-
-_SANDBOX_USER = "useradd --uid 1000 --user-group --create-home --shell /bin/bash sandbox"
-_FETCH_NPM = (
-    "node -e \"fetch('https://registry.npmjs.org/npm/-/npm-{v}.tgz').then(r => {{ if (!r.ok) throw new Error(r.status);"
-    " return r.arrayBuffer(); }}).then(b => require('fs').writeFileSync('/tmp/npm.tgz', Buffer.from(b)))\""
-    " && mkdir -p /usr/local/lib/node_modules/npm"
-    " && tar -xzf /tmp/npm.tgz -C /usr/local/lib/node_modules/npm --strip-components=1 && rm /tmp/npm.tgz"
-    " && ln -s ../lib/node_modules/npm/bin/npm-cli.js /usr/local/bin/npm"
-    " && ln -s ../lib/node_modules/npm/bin/npx-cli.js /usr/local/bin/npx"
-)
-
-
-def toolchain_commands(analysis: RepoAnalysis) -> list[str]:
-    """The runtime layer's steps (run as root on the base image)."""
-    if analysis.language == PYTHON:
-        # The newest pip up to swedojo's own that runs on this interpreter (pip 26.1 dropped 3.9;
-        # 26.0 is the first with --uploaded-prior-to): its Requires-Python decides.
-        pip = importlib.metadata.version("pip")
-        tool = (f"python3 -m venv {PIP_TOOL} && {PIP_TOOL}/bin/python -m pip install -q --no-cache-dir "
-                f"--disable-pip-version-check --upgrade 'pip<={pip}' && {PIP_TOOL}/bin/python -m pip install --help "
-                "| grep -q -- --uploaded-prior-to || { echo 'no pip with --uploaded-prior-to runs on this Python'; exit 1; }")
-        return [_apt("python3", "python3-venv", "git", "patch", "procps"), _SANDBOX_USER, tool]
-    if analysis.language in NODE:
-        return [_apt("nodejs", "git", "patch", "procps"), _SANDBOX_USER, _FETCH_NPM.format(v=NPM_VERSION)]
-    if analysis.language in NATIVE:
-        compiler = ["g++"] if analysis.language == "cpp" else ["gcc", "libc6-dev"]
-        extra = {"cmake": ["cmake"], "meson": ["meson", "ninja-build"],
-                 "autotools": ["autoconf", "automake", "libtool"]}.get(analysis.build_system, [])
-        return [_apt(*compiler, "make", *extra, "git", "patch", "procps"), _SANDBOX_USER]
-    # Go builds cgo packages (net, os/user) with gcc; cargo links with it
-    toolchain = {GO: ["golang-go", "gcc", "libc6-dev"], RUST: ["rustc", "cargo"],
-                 JAVA: ["default-jdk-headless", "maven"]}.get(analysis.language)
-    if toolchain and has_recipe(analysis):
-        return [_apt(*toolchain, "ca-certificates", "git", "patch", "procps"), _SANDBOX_USER]
-    raise NoRuntimeError(str(unsupported(analysis)))
-
-
-def _family(language: str) -> str:
-    return "python" if language == PYTHON else "node" if language in NODE else \
-        language if language in (GO, RUST, JAVA) else "native"
-
-
-def _python_site(spec: EnvSpec) -> str:
-    minor = ".".join(spec.runtime_version.split(".")[:2])
-    return f"{ENV_ROOT}/venv/lib/python{minor}/site-packages"
-
+# --- the recipe's layers ------------------------------------------------------------------------
 
 def layer_env(spec: EnvSpec) -> dict[str, str]:
     """Variables of the dependency layer: in the deps image and in `EnvSpec.env_vars`."""
-    if spec.language == PYTHON:
-        return {ENV_VAR: ENV_ROOT, "PATH": f"{ENV_ROOT}/shims:{ENV_ROOT}/venv/bin:{SYSTEM_PATH}"}
-    if spec.language in NODE:
-        return {ENV_VAR: ENV_ROOT, "PATH": f"{ENV_ROOT}/node_modules/.bin:{SYSTEM_PATH}", **NPM_QUIET}
-    return {ENV_VAR: ENV_ROOT, "PATH": SYSTEM_PATH, **toolchain_env(spec.language, ENV_ROOT, sandbox=True)}
+    recipe = recipe_for(spec.language)
+    return {ENV_VAR: ENV_ROOT, "PATH": ":".join([*recipe.layer_path(ENV_ROOT), SYSTEM_PATH]),
+            **recipe.layer_env(ENV_ROOT)}
 
 
 # --- Dockerfiles --------------------------------------------------------------------------------
@@ -267,34 +140,21 @@ def layer_steps(name: str, spec: EnvSpec) -> list[str]:
         return spec.toolchain_commands
     if name == "repo":
         return spec.rebuild_commands
-    if spec.language == PYTHON:
-        return [f"python3 -m venv --without-pip {ENV_ROOT}/venv", *spec.install_commands,
-                f"{ENV_ROOT}/venv/bin/python -I /opt/swedojo/drop_project.py file://{SRC} {ENV_ROOT}/resolved.json"]
-    keep = [f"if [ -d node_modules ]; then mv node_modules {ENV_ROOT}/; else mkdir {ENV_ROOT}/node_modules; fi"] \
-        if spec.language in NODE else []
-    return [f"mkdir -p {ENV_ROOT}", *spec.install_commands, *keep]
+    return recipe_for(spec.language).image_deps_steps(spec.install_commands, ENV_ROOT, SRC)
 
 
 def runtime_dockerfile(spec: EnvSpec) -> str:
     lines = [f"FROM {spec.base_image}"]
-    if spec.language in NODE:
-        lines.append(_env_line({"NODE_EXTRA_CA_CERTS": HOST_CA, **NPM_QUIET}))
+    if variables := recipe_for(spec.language).runtime_env(HOST_CA):
+        lines.append(_env_line(variables))
     return "\n".join([*lines, *_run(layer_steps("runtime", spec)), ""])
 
 
 def deps_dockerfile(spec: EnvSpec) -> str:
     """Two stages: the first has the checkout and installs; the image keeps only `/opt/swedojo/env`."""
     runtime = spec.layers["runtime"]
-    lines = [f"FROM {runtime} AS build"]
-    if spec.language == PYTHON:
-        build_env = {"PATH": f"{ENV_ROOT}/venv/bin:{SYSTEM_PATH}", "VIRTUAL_ENV": f"{ENV_ROOT}/venv",
-                     "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1", "PIP_PROGRESS_BAR": "off",
-                     "PIP_NO_CACHE_DIR": "1"}
-        if spec.resolution_date:
-            build_env["PIP_CONFIG_FILE"] = "/dev/null"  # as locally: no mirror without upload times
-        lines.append(_env_line(build_env))
-    else:
-        lines.append(_env_line({ENV_VAR: ENV_ROOT, **toolchain_env(spec.language, ENV_ROOT, sandbox=False)}))
+    lines = [f"FROM {runtime} AS build", _env_line(recipe_for(spec.language).image_install_env(
+        ENV_ROOT, SYSTEM_PATH, dated=bool(spec.resolution_date)))]
     lines += ["COPY opt /opt", *_run(layer_steps("deps", spec), SRC)]
     lines += [f"FROM {runtime}", f"COPY --from=build {ENV_ROOT} {ENV_ROOT}", _env_line(layer_env(spec)), ""]
     return "\n".join(lines)
@@ -318,18 +178,19 @@ def plan(spec: EnvSpec, analysis: RepoAnalysis, checkout: Path, log: BuildLog) -
 
     Makes the base image if it is missing: the runtime tag hashes its id.
     """
-    release, version = docker_runtime(analysis)
-    log.write(f"docker runtime: {_family(spec.language)} {version} from Debian {release}\n")
+    recipe = recipe_of(analysis)
+    release, version = recipe.docker_runtime(analysis)
+    log.write(f"docker runtime: {recipe.family} {version} from Debian {release}\n")
     base = ensure_base(release, log)
     spec.base_image = base
     spec.runtime_version = version
-    spec.toolchain_commands = toolchain_commands(analysis)
+    spec.toolchain_commands = recipe.toolchain_commands(analysis)
     spec.workdir = TESTBED
     spec.env_vars.update(layer_env(spec))
-    runtime = f"swedojo/runtime:{_family(spec.language)}-{release}-" \
+    runtime = f"swedojo/runtime:{recipe.family}-{release}-" \
               f"{_digest(image_id(base), runtime_dockerfile(spec))[:16]}"
     spec.layers = {"base": base, "runtime": runtime}
-    spec.layers["deps"] = f"swedojo/deps:{env_key(checkout, analysis, runtime)}"
+    spec.layers["deps"] = f"swedojo/deps:{recipe.env_key(checkout, analysis, runtime)}"
     repo_key = _digest(spec.layers["deps"], spec.commit, repo_dockerfile(spec))[:12]
     spec.layers["repo"] = f"swedojo/env:{_slug(spec.repo)}-{spec.commit[:12]}-{repo_key}"
     spec.image = spec.layers["repo"]
@@ -352,11 +213,11 @@ def _context(name: str, spec: EnvSpec, checkout: Path, out: IO[bytes]) -> None:
         _add_text(tar, "Dockerfile", dockerfile)
         if name == "deps":
             tar.add(checkout, arcname=SRC.lstrip("/"))
-            if spec.language == PYTHON:
-                shims = python_shims(ENV_ROOT, "/usr/bin/python3", _python_site(spec), f"{PIP_TOOL}/bin/python")
-                for rel, body in shims.items():
-                    _add_text(tar, f"{ENV_ROOT.lstrip('/')}/{rel}", script(body), 0o755)
-                tar.add(DROP_PROJECT, arcname="opt/swedojo/drop_project.py")
+            for path, content in recipe_for(spec.language).image_files(ENV_ROOT, spec.runtime_version).items():
+                if isinstance(content, Path):
+                    tar.add(content, arcname=path)
+                else:
+                    _add_text(tar, path, content, 0o755)
         elif name == "repo":
             tar.add(checkout, arcname="testbed")
     out.seek(0)
@@ -469,15 +330,14 @@ def read_file(tag: str, path: str) -> bytes:
 def resolved(spec: EnvSpec) -> tuple[dict[str, str], str]:
     """(name -> version in the dependency layer, exact runtime version when the layer says)."""
     deps = spec.layers["deps"]
-    try:
-        if spec.language == PYTHON:
-            data = json.loads(read_file(deps, f"{ENV_ROOT}/resolved.json"))
-            return data["resolved"], data["python"]
-        if spec.language in NODE:
-            return npm_resolved(read_file(deps, f"{ENV_ROOT}/node_modules/.package-lock.json").decode()), ""
-    except docker.errors.NotFound:
-        pass  # no dependency installed anything
-    return {}, ""
+
+    def read(rel: str) -> bytes | None:
+        try:
+            return read_file(deps, f"{ENV_ROOT}/{rel}")
+        except docker.errors.NotFound:
+            return None  # no dependency installed anything
+
+    return recipe_for(spec.language).resolved(read)
 
 
 # --- base images --------------------------------------------------------------------------------

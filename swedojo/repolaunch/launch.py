@@ -30,15 +30,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
+from swedojo.repolaunch.analysis import PythonPlanning, RepoAnalysis
 from swedojo.repolaunch.buildlog import BuildLog, cause
-from swedojo.repolaunch.detect import (
-    NoBuildSystemError,
-    PythonPlanning,
-    RepoAnalysis,
-    analyse,
-    undated,
-    without_scripts,
-)
+from swedojo.repolaunch.detect import NoBuildSystemError, analyse, undated
 from swedojo.repolaunch.errors import (
     AnalyseError,
     DiscoveryError,
@@ -49,19 +43,8 @@ from swedojo.repolaunch.errors import (
     ValidateError,
 )
 from swedojo.repolaunch.fallback import NoPlanError, SetupAgent, SetupRequest
-from swedojo.repolaunch.local import (
-    build_env,
-    default_cache_dir,
-    find_runtime,
-    rebuild_env,
-)
-from swedojo.repolaunch.recipe import (
-    GO,
-    RUST,
-    UnsupportedLanguageError,
-    install_plan,
-    sandbox_steps,
-)
+from swedojo.repolaunch.local import build_env, default_cache_dir, rebuild_env
+from swedojo.repolaunch.recipes import UnsupportedLanguageError, recipe_of
 from swedojo.repolaunch.registries import unreachable_registry
 from swedojo.repolaunch.validate import has_failures, network_tests, validate
 from swedojo.repos import CommitNotFoundError, RepoNotFoundError, checkout, resolve_repo
@@ -159,14 +142,15 @@ def _describe(analysis: RepoAnalysis, log: BuildLog) -> None:
     log.write(f"  -> {analysis.language} / {analysis.build_system}, the project asks for runtime "
               f"{analysis.runtime_version or 'any'}; tests: {analysis.test_command} [{analysis.log_parser}]\n")
     try:
-        install_plan(analysis)
+        recipe_of(analysis)
     except UnsupportedLanguageError as exc:
         raise NoRuntimeError(str(exc), log.path) from exc
 
 
 def _base_spec(repo: str, sha: str, backend: str, analysis: RepoAnalysis, log: BuildLog) -> EnvSpec:
     try:
-        install, rebuild = install_plan(analysis), sandbox_steps(analysis)
+        recipe = recipe_of(analysis)
+        install, rebuild = recipe.install_plan(analysis), recipe.sandbox_steps(analysis)
     except UnsupportedLanguageError as exc:
         raise InstallError(str(exc), log.path) from exc
     return EnvSpec(repo=repo, commit=sha, backend=backend, language=analysis.language,
@@ -203,21 +187,9 @@ class _LocalBuilder:
         """Nothing to wait for: the host is there."""
 
     def runtimes(self, analysis: RepoAnalysis, log: BuildLog) -> list[str]:
-        """The admitted Pythons this host has, in the analysis's order (another language: the host's
-        runtime); before any build, one line naming what is needed and that the docker backend
-        provides it when the host has none."""
-        if analysis.language != "python":
-            return [find_runtime(analysis, log).version]
-        from swedojo.repolaunch.images import python_runtimes
-        from swedojo.repolaunch.local import find_interpreter
-
-        found = [v for v in analysis.runtime_allowed if find_interpreter([v])]
-        if not found:
-            docker = python_runtimes(analysis)
-            offer = f"; --backend docker provides Python {docker[0]}" if docker else ""
-            raise InstallError(f"the local backend needs Python {analysis.runtime_allowed[0]} (the project admits "
-                               f"{', '.join(analysis.runtime_allowed)}) and this host has none of them{offer}", log.path)
-        return found
+        """The runtimes this host has for the analysis, in the order to try them (the recipe's
+        `local_runtimes`): before any build, one line naming what is needed when it has none."""
+        return recipe_of(analysis).local_runtimes(analysis, log)
 
     def build(self, repo: str, sha: str, workdir: Path, analysis: RepoAnalysis, log: BuildLog,
               cache_dir: Path | None) -> _Built:
@@ -248,23 +220,12 @@ class _DockerBuilder:
                                log.path)
 
     def runtimes(self, analysis: RepoAnalysis, log: BuildLog) -> list[str]:
-        """The admitted Pythons a Debian release ships, in the analysis's order; Go and Rust: the
-        toolchains of the releases that satisfy the project, oldest first (another language: the
-        runtime of the release its images are made from)."""
-        from swedojo.repolaunch.images import docker_runtime, python_runtimes
-
-        if analysis.language != "python":
-            try:
-                return analysis.runtime_allowed if analysis.language in (GO, RUST) and analysis.runtime_allowed \
-                    else [docker_runtime(analysis)[1]]
-            except NoRuntimeError as exc:
-                raise NoRuntimeError(exc.message, log.path) from exc
-
-        found = python_runtimes(analysis)
-        if not found:
-            raise InstallError(f"no Debian release ships a Python the project admits ({', '.join(analysis.runtime_allowed)}; "
-                               "bullseye has 3.9, bookworm 3.11, trixie 3.13)", log.path)
-        return found
+        """The runtimes Debian releases ship for the analysis, in the order to try them (the
+        recipe's `docker_runtimes`)."""
+        try:
+            return recipe_of(analysis).docker_runtimes(analysis)
+        except InstallError as exc:
+            raise type(exc)(exc.message, log.path) from exc
 
     def build(self, repo: str, sha: str, workdir: Path, analysis: RepoAnalysis, log: BuildLog,
               cache_dir: Path | None) -> _Built:
@@ -360,13 +321,14 @@ def _by_rules(analysis: RepoAnalysis, workdir: Path, when: datetime, backend: st
     """The rules' plans, one after another until one validates (Python: each runtime the backend
     has, then the retries the failed attempt's log suggests); the last failure raises, naming the
     plans tried. `request.analysis` follows the plan being tried."""
+    recipe = recipe_of(analysis)
     plans = [PythonPlanning(runtime=runtime) for runtime in builder.runtimes(analysis, log)][:MAX_RUNTIMES]
     failed: list[str] = []
     dropped: list[str] = []
     scripts: list[str] = []
     while plans and len(failed) < MAX_ATTEMPTS:
         plan = plans.pop(0)
-        if analysis.language == "python" and plan != PythonPlanning(runtime=analysis.runtime_version):
+        if recipe.replans and plan != PythonPlanning(runtime=analysis.runtime_version):
             log.begin(f"analyse again for {plan.describe()}")
             analysis = analyse(workdir, when, plan)
         elif plan.runtime != analysis.runtime_version:  # the analysis says what the environment gets
@@ -374,7 +336,7 @@ def _by_rules(analysis: RepoAnalysis, workdir: Path, when: datetime, backend: st
         if dropped and analysis.resolution_date:
             analysis = undated(analysis, dropped[-1])
         if scripts:
-            analysis = without_scripts(analysis, scripts[-1])
+            analysis = recipe.without_dependency_scripts(analysis, scripts[-1])
         request.analysis = analysis
         log.write(f"runtime on the {backend} backend: {analysis.language} {analysis.runtime_version}\n")
         started = log.path.stat().st_size if log.path.is_file() else 0
@@ -382,23 +344,23 @@ def _by_rules(analysis: RepoAnalysis, workdir: Path, when: datetime, backend: st
             spec = attempt(analysis)
         except (InstallError, DiscoveryError, ValidateError) as exc:
             said = _since(log, started)
-            offline = unreachable_registry(analysis, workdir, exc.message, said) \
+            offline = unreachable_registry(recipe.registry, analysis, workdir, exc.message, said) \
                 if isinstance(exc, InstallError) else ""
             exc.message = offline or "; ".join([exc.message, *(line for line in cause(said)
                                                                if line not in exc.message)])
-            what = plan.describe() if analysis.language == "python" else f"{analysis.language} {analysis.runtime_version}"
+            what = plan.describe() if recipe.replans else f"{analysis.language} {analysis.runtime_version}"
             failed.append(f"{what}: [{exc.stage}] {exc.message}")
             if _dated(analysis) and (why := _undatable(said)):
                 dropped.append(f"{analysis.build_system}: {analysis.resolution_date}: {why}")
                 log.write(f"the registry cannot resolve as of {analysis.resolution_date} ({why}): "
                           "the date bound is dropped, the dependencies will be the latest\n")
                 plans.insert(0, plan)
-            elif analysis.build_system == "npm" and not scripts and (script := _dependency_script(said)):
+            elif not scripts and (script := recipe.failed_dependency_script(analysis, said)):
                 scripts.append(script)
                 log.write(f"a dependency's install script failed ({script}): installing again with no "
                           "dependency's install scripts run\n")
                 plans.insert(0, plan)
-            elif analysis.language == "python" and (retry := _retry(plan, analysis, said)):
+            elif retry := recipe.retry(plan, analysis, said):
                 plans.insert(0, retry)
             elif offline or not _INTERPRETER_TROUBLE.search(said):
                 plans.clear()  # nothing says the interpreter is the trouble: another one would fail alike
@@ -438,23 +400,10 @@ def _by_agent(agent: SetupAgent, request: SetupRequest, failure: LaunchError, bu
     return spec
 
 
-_NO_DISTRIBUTION = re.compile(r"No matching distribution found for (\S+)")
 _UNDATABLE = re.compile(r"^.*(?:code ETARGET|code ENOVERSIONS|No matching version found for|No versions available for"
                         r"|does not provide upload-time metadata).*$", re.MULTILINE)
 """What npm and pip say when a date-bounded install cannot be resolved: no version of a package
 published before the date (or none with a publish time), an index without upload times."""
-
-
-_SCRIPT_PATH = re.compile(r"^npm (?:error|ERR!) path \S*/node_modules/(\S+)$", re.MULTILINE)
-_SCRIPT_COMMAND = re.compile(r"^npm (?:error|ERR!) command sh -c (.+)$", re.MULTILINE)
-"""npm's lines naming a failed lifecycle script: the package's directory, the script's command."""
-
-
-def _dependency_script(said: str) -> str:
-    """The dependency whose install script npm says failed in a failed attempt's log, as
-    `package: command`; empty when none did (the project's own scripts are not a dependency's)."""
-    path, command = _SCRIPT_PATH.search(said), _SCRIPT_COMMAND.search(said)
-    return f"{path.group(1)}: {command.group(1).strip()}" if path and command else ""
 
 
 def _dated(analysis: RepoAnalysis) -> bool:
@@ -481,22 +430,6 @@ def _since(log: BuildLog, offset: int) -> str:
     with log.path.open("rb") as handle:
         handle.seek(offset)
         return handle.read().decode(errors="replace")
-
-
-def _retry(plan: PythonPlanning, analysis: RepoAnalysis, said: str) -> PythonPlanning | None:
-    """The same runtime planned again after a failed attempt, from what its part of the build log
-    (`said`) says: with the requirements the index had no dated release of installed undated, else
-    with the requirement files' pins loosened, else without the requirement files (their pins may
-    install a test runner too old for the interpreter, or name packages that no longer exist);
-    None when none is left to try."""
-    missing = [r for r in dict.fromkeys(_NO_DISTRIBUTION.findall(said)) if r not in plan.undated]
-    if missing and len(plan.undated) < 5:
-        return plan.model_copy(update={"undated": (*plan.undated, *missing)})
-    if plan.requirement_files and analysis.requirement_files and not plan.loose_pins:
-        return plan.model_copy(update={"loose_pins": True})
-    if plan.requirement_files and analysis.requirement_files:
-        return plan.model_copy(update={"requirement_files": False, "loose_pins": False, "undated": ()})
-    return None
 
 
 MAX_ATTEMPTS = 8

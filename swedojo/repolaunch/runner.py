@@ -526,10 +526,11 @@ class GradedCommand(BaseModel):
     """What was changed and why, for the build log and the analysis's evidence."""
 
 
-def graded_command(root: Path, command: str, parser: str, mocha_version: str = "") -> GradedCommand:
+def graded_command(root: Path, command: str, parser: str) -> GradedCommand:
     """`command` (read by `parser`) without the options that stop it at the first failure, and
     with the option that undoes such a setting in the runner's configuration in `root` appended
     (only to a simple command: there is no telling which part of a compound one it would reach)."""
+    mocha_version = str({**_package_key(root, "dependencies"), **_package_key(root, "devDependencies")}.get("mocha", ""))
     stripped, removed = strip_fail_fast(command)
     notes = [f"fail-fast options dropped from graded runs: {' '.join(removed)}"] if removed else []
     found = {"pytest": lambda: pytest_config_fail_fast(root), "pytest-junit": lambda: pytest_config_fail_fast(root),

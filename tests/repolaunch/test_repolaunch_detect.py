@@ -287,8 +287,8 @@ def test_debian_release_by_runtime() -> None:
 def test_an_old_project_gets_the_nearest_newer_interpreter(tmp_path: Path) -> None:
     """Classifiers naming only 3.3/3.4 and a 2014 commit: no Python of ours is that old, so the
     nearest newer ones are tried, and dependencies resolve as of the chosen interpreter's release."""
-    from swedojo.repolaunch.detect import PythonPlanning
-    from swedojo.repolaunch.images import python_runtimes
+    from swedojo.repolaunch.analysis import PythonPlanning
+    from swedojo.repolaunch.recipes.python import python_runtimes
 
     write_tree(tmp_path, {"setup.py": "from setuptools import setup\nsetup(name='old', classifiers=[\n"
                                       "    'Programming Language :: Python :: 3.3',\n"
@@ -337,7 +337,7 @@ def test_a_retry_plan_installs_undated_requirements_first_and_can_drop_requireme
     package deleted and uploaded again after the date), after a requirement file whose pins do
     not run on the interpreter (loosened: a real repo's test plugin is kept), and after one that
     no longer installs at all."""
-    from swedojo.repolaunch.detect import PythonPlanning
+    from swedojo.repolaunch.analysis import PythonPlanning
 
     write_tree(tmp_path, {"setup.py": "from setuptools import setup\nsetup(name='p')\n",
                           "requirements.txt": "rudolf2\n"})

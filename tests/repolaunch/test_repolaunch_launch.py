@@ -32,9 +32,9 @@ from launch_helpers import (
 from rich.console import Console
 from typer.testing import CliRunner
 
+from swedojo.repolaunch.analysis import RepoAnalysis
 from swedojo.repolaunch.buildlog import BuildLog
 from swedojo.repolaunch.cli import Progress, launch_command
-from swedojo.repolaunch.detect import RepoAnalysis
 from swedojo.repolaunch.errors import (
     AnalyseError,
     DiscoveryError,

@@ -1,0 +1,101 @@
+"""C and C++: CMake, Meson, autotools or make build in the work tree in every sandbox; the
+dependency layer is empty (the system's libraries are all there is)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from datetime import datetime
+from pathlib import Path
+
+from swedojo.repolaunch.analysis import (
+    CiFindings,
+    PythonPlanning,
+    RepoAnalysis,
+    read_text,
+)
+from swedojo.repolaunch.buildlog import BuildLog
+from swedojo.repolaunch.host import Runtime, host_tool, no_host_runtime
+from swedojo.repolaunch.recipes.base import ADD_SANDBOX_USER, LanguageRecipe, apt
+
+DEBIAN_GCC = {"bullseye": "10", "bookworm": "12", "trixie": "14"}
+BUILD_FILES = ("CMakeLists.txt", "meson.build", "configure.ac", "Makefile.am", "Makefile")
+BUILD_PACKAGES = {"cmake": ["cmake"], "meson": ["meson", "ninja-build"], "autotools": ["autoconf", "automake", "libtool"]}
+"""Debian packages of each build system besides make."""
+
+
+def _c_language(root: Path) -> str:
+    cpp = any(next(root.rglob(pattern), None) for pattern in ("*.cpp", "*.cc", "*.cxx"))
+    return "cpp" if cpp else "c"
+
+
+def _make_target(text: str) -> str:
+    for target in ("check", "test"):
+        if re.search(rf"^{target}\s*:", text, re.MULTILINE):
+            return target
+    return ""
+
+
+class NativeRecipe(LanguageRecipe):
+    """CMakeLists.txt, meson.build, configure.ac or Makefile.am (autotools), a Makefile; cpp when
+    any C++ source is in the tree."""
+
+    languages = ("c", "cpp")
+    family = "native"
+    priority = 60
+
+    def detect(self, root: Path) -> int | None:
+        return self.priority if any((root / name).is_file() for name in BUILD_FILES) else None
+
+    def analyse(self, root: Path, ci: CiFindings, when: datetime | None, planning: PythonPlanning) -> RepoAnalysis:
+        language = _c_language(root)
+        if (root / "CMakeLists.txt").is_file():
+            out = RepoAnalysis(language=language, build_system="cmake", dependency_files=["CMakeLists.txt"],
+                               rebuild_commands=["cmake -S . -B build -DCMAKE_BUILD_TYPE=Debug && cmake --build build -j2"],
+                               build_command="cmake --build build -j2",
+                               test_command="cd build && ctest --output-on-failure", log_parser="ctest")
+            if not re.search(r"enable_testing|add_test|include\(CTest\)", read_text(root / "CMakeLists.txt")):
+                out.note("CMakeLists.txt", "no enable_testing/add_test: ctest may find no tests")
+            else:
+                out.note("CMakeLists.txt", "ctest tests")
+            return out
+        if (root / "meson.build").is_file():
+            # meson's own JUnit report (meson-logs/testlog.junit.xml) is read per test and for its counts
+            out = RepoAnalysis(language=language, build_system="meson", dependency_files=["meson.build"],
+                               rebuild_commands=["meson setup build && meson compile -C build"],
+                               build_command="meson compile -C build",
+                               test_command="meson test -C build --print-errorlogs; status=$?; "
+                                            "cat build/meson-logs/testlog.junit.xml; exit $status",
+                               log_parser="surefire")
+            out.note("meson.build", "meson test, its JUnit report read as surefire's")
+            return out
+        if (root / "configure.ac").is_file() or (root / "Makefile.am").is_file():
+            configure = "./configure" if (root / "configure").is_file() else "autoreconf -fi && ./configure"
+            out = RepoAnalysis(language=language, build_system="autotools", dependency_files=["configure.ac"],
+                               rebuild_commands=[f"{configure} && make -j2"], build_command="make -j2",
+                               test_command="make check",
+                               log_parser="automake")
+            out.note("configure.ac", "automake harness: make check")
+            return out
+        text = read_text(root / "Makefile")
+        target = _make_target(text)
+        out = RepoAnalysis(language=language, build_system="make", dependency_files=["Makefile"],
+                           rebuild_commands=["make -j2"], build_command="make -j2",
+                           test_command=f"make {target or 'test'}", log_parser="tap")
+        out.note("Makefile", f"target {target}: output assumed TAP" if target else "no test target found")
+        return out
+
+    def docker_runtime(self, analysis: RepoAnalysis) -> tuple[str, str]:
+        """The analysis's release and its gcc."""
+        return analysis.debian_release, DEBIAN_GCC[analysis.debian_release]
+
+    def toolchain_commands(self, analysis: RepoAnalysis) -> list[str]:
+        compiler = ["g++"] if analysis.language == "cpp" else ["gcc", "libc6-dev"]
+        extra = BUILD_PACKAGES.get(analysis.build_system, [])
+        return [apt(*compiler, "make", *extra, "git", "patch", "procps"), ADD_SANDBOX_USER]
+
+    def host_runtime(self, analysis: RepoAnalysis, log: BuildLog) -> Runtime:
+        found = host_tool("cc", ["-dumpfullversion"]) if shutil.which("make") else None
+        if found is None:
+            raise no_host_runtime("cc and make", log)
+        return found

@@ -1,0 +1,312 @@
+"""JavaScript and TypeScript: npm, pnpm, yarn or bun install `node_modules` from the lock file (npm
+without one resolves as of the commit date); the tests run by the runner `scripts.test` names.
+
+The dependency layer is `node_modules/`; each sandbox links its packages into a `node_modules` of
+the work tree's own (tools write caches there; the layer is read-only) and runs `npm run build`
+when the project has one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import shutil
+from collections.abc import Callable
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+from swedojo.repolaunch.analysis import (
+    CiFindings,
+    Evidence,
+    PythonPlanning,
+    RepoAnalysis,
+    instant,
+    newest,
+    read_text,
+)
+from swedojo.repolaunch.buildlog import BuildLog
+from swedojo.repolaunch.host import Runtime, host_tool, no_host_runtime
+from swedojo.repolaunch.recipes.base import (
+    ADD_SANDBOX_USER,
+    ENV_VAR,
+    EXCLUDE_BUILD_LEFTOVERS,
+    NPM_QUIET,
+    LanguageRecipe,
+    apt,
+)
+
+NODE_LTS = {"12": date(2019, 4, 23), "14": date(2020, 4, 21), "16": date(2021, 4, 20),
+            "18": date(2022, 4, 19), "20": date(2023, 4, 18), "22": date(2024, 4, 24),
+            "24": date(2025, 5, 6)}
+NODE_RELEASE = ("bookworm", "18")
+"""Debian release for Node projects and the node it ships: the oldest node with `fetch`, which
+fetches npm, and with `node --test`."""
+NPM_VERSION = "10.9.2"
+"""npm fetched from the registry for Debian's node (Debian's own npm package pulls 300 packages)."""
+_SCRIPT_PATH = re.compile(r"^npm (?:error|ERR!) path \S*/node_modules/(\S+)$", re.MULTILINE)
+_SCRIPT_COMMAND = re.compile(r"^npm (?:error|ERR!) command sh -c (.+)$", re.MULTILINE)
+"""npm's lines naming a failed lifecycle script: the package's directory, the script's command."""
+LINK_NODE_MODULES = (f'mkdir -p node_modules && for f in "${ENV_VAR}"/node_modules/* "${ENV_VAR}"/node_modules/.[!.]*; '
+                     'do [ -e "$f" ] && ln -sfn "$f" node_modules/; done; true')
+"""The layer's packages linked one by one into a node_modules of the work tree's own, where tools
+may write (ava, babel and others keep a cache in `node_modules/.cache`; the layer is read-only)."""
+_FETCH_NPM = (
+    "node -e \"fetch('https://registry.npmjs.org/npm/-/npm-{v}.tgz').then(r => {{ if (!r.ok) throw new Error(r.status);"
+    " return r.arrayBuffer(); }}).then(b => require('fs').writeFileSync('/tmp/npm.tgz', Buffer.from(b)))\""
+    " && mkdir -p /usr/local/lib/node_modules/npm"
+    " && tar -xzf /tmp/npm.tgz -C /usr/local/lib/node_modules/npm --strip-components=1 && rm /tmp/npm.tgz"
+    " && ln -s ../lib/node_modules/npm/bin/npm-cli.js /usr/local/bin/npm"
+    " && ln -s ../lib/node_modules/npm/bin/npx-cli.js /usr/local/bin/npx"
+)
+
+
+JS_RUNNERS: dict[str, tuple[str, list[str]]] = {
+    "vitest": ("vitest", ["--reporter=json"]),
+    "jest": ("jest", ["--ci", "--json"]),
+    "mocha": ("mocha", ["--reporter", "json"]),
+    "ava": ("ava", ["--tap"]),
+    "tap": ("node-tap", ["--reporter=tap"]),
+    "uvu": ("uvu", []),
+    "tape": ("tape", []),
+}
+"""npm package (its binary has the same name) -> (log parser, flags that make it print what the
+parser reads: a machine-readable reporter where the runner has one; uvu has none, tape prints TAP)."""
+_WRAPPERS = {"nyc", "c8", "cross-env", "dotenv", "npx", "env"}
+"""Words that may stand before a runner in `scripts.test` (coverage, environment), dropped."""
+_REPORTER_OPTIONS = ("--reporter", "-R", "--test-reporter")
+
+
+def _script_runner(segment: str) -> tuple[str, list[str], list[str]] | None:
+    """(runner, its arguments, the variables set before it) of one command of `scripts.test` that
+    runs a known runner directly (after wrappers), the reporter options it had dropped: ours
+    replace them. Words keep their quotes: the command line runs in a shell as the script did."""
+    try:
+        words = shlex.split(segment, posix=False)
+    except ValueError:
+        return None
+    variables: list[str] = []
+    while words and (words[0] in _WRAPPERS or words[0].startswith("-") or "=" in words[0]):
+        word = words.pop(0)
+        if "=" in word and not word.startswith("-"):
+            variables.append(word)
+    if not words:
+        return None
+    runner = "node:test" if words[0] == "node" and "--test" in words else words[0]
+    if runner not in JS_RUNNERS and runner != "node:test":
+        return None
+    args: list[str] = []
+    rest = iter(words[1:])
+    for word in rest:
+        if word == "|":  # `tape test/*.js | tap-spec`: the runner's own output is what the parser reads
+            break
+        if word.split("=", 1)[0] in _REPORTER_OPTIONS:
+            if "=" not in word:
+                next(rest, None)
+        elif word not in ("--tap", "--json", "--test"):
+            args.append(word)
+    return runner, args, variables
+
+
+def _js_runner(scripts: dict[str, str], deps: dict[str, Any]) -> tuple[str, str] | None:
+    """(test command, log parser): the runner `scripts.test` runs (through `npm run` / `yarn` of
+    another script too), with its own arguments (files, options) and the reporter its parser reads;
+    else the first known runner among the dependencies; None when there is none."""
+    segments = re.split(r"&&|\|\||;", scripts.get("test", ""))
+    found = None
+    expanded = 0
+    while segments and found is None:
+        words = segments.pop(0).split()
+        name = words[-1] if words[:-1] in (["npm", "run"], ["pnpm", "run"], ["yarn", "run"], ["yarn"]) else ""
+        if name in scripts and expanded < 10:  # a script that runs itself is read 10 times, not forever
+            expanded += 1
+            segments[:0] = re.split(r"&&|\|\||;", scripts[name])
+        else:
+            found = _script_runner(" ".join(words))
+    if found is None:
+        runner = next((name for name in JS_RUNNERS if name in deps), "")
+        if not runner:
+            return None
+        found = (runner, [], [])
+    runner, args, variables = found
+    if runner == "node:test":
+        return " ".join([*variables, "node", "--test", "--test-reporter=tap", *args]), "tap"
+    parser, flags = JS_RUNNERS[runner]
+    if runner == "vitest":
+        args = ["run", *(a for a in args if a not in ("run", "--run", "watch", "--watch"))]
+    if runner == "tap":
+        major = re.search(r"\d+", str(deps.get("tap", "")))
+        flags = [*flags, "--no-coverage" if major and int(major.group()) < 18 else "--disable-coverage"]
+    return " ".join([*variables, "npx", runner, *args, *flags]), parser
+
+
+def _package_manager(package: dict[str, Any], name: str) -> str:
+    """The version `packageManager` ("pnpm@8.15.4+sha512...") names for `name`, "" if another or none."""
+    match = re.fullmatch(rf"{name}@([\w.-]+)(?:\+.*)?", str(package.get("packageManager", "")))
+    return match.group(1) if match else ""
+
+
+def _pnpm_install(root: Path, package: dict[str, Any]) -> str:
+    """pnpm fetched from the npm registry by npx: the version `packageManager` names, else the major
+    that writes the lock file's version (5.x: 7, 6.x: 8, 9.x: 9)."""
+    version = _package_manager(package, "pnpm")
+    if not version:
+        lock = re.search(r"^lockfileVersion: '?(\d+)", read_text(root / "pnpm-lock.yaml"), re.MULTILINE)
+        version = {"5": "7", "6": "8"}.get(lock.group(1), "9") if lock else "9"
+    return f"npx --yes pnpm@{version} install --frozen-lockfile"
+
+
+def _yarn_install(root: Path, package: dict[str, Any]) -> str:
+    """yarn fetched from the npm registry by npx (classic: `yarn`, berry: `@yarnpkg/cli-dist`), or the
+    release the repo keeps (`yarnPath`); berry installs into node_modules (no Plug'n'Play: the
+    dependency layer is a node_modules)."""
+    version = _package_manager(package, "yarn")
+    rc = read_text(root / ".yarnrc.yml")
+    if not rc and not (version and int(version.split(".")[0]) >= 2):
+        return f"npx --yes yarn@{version or '1'} install --frozen-lockfile"
+    path = re.search(r"^yarnPath: *['\"]?([^'\"\s]+)", rc, re.MULTILINE)
+    yarn = f"node {path.group(1)}" if path and (root / path.group(1)).is_file() \
+        else f"npx --yes @yarnpkg/cli-dist@{version or '4'}"
+    return f"YARN_NODE_LINKER=node-modules {yarn} install --immutable"
+
+
+def npm_resolved(lock_text: str) -> dict[str, str]:
+    """name -> version of the top-level packages npm installed (`node_modules/.package-lock.json`)."""
+    try:
+        packages = json.loads(lock_text).get("packages", {})
+    except (json.JSONDecodeError, AttributeError):
+        return {}
+    return {path.removeprefix("node_modules/"): info.get("version", "") for path, info in sorted(packages.items())
+            if path.startswith("node_modules/") and "/node_modules/" not in path}
+
+
+class NodeRecipe(LanguageRecipe):
+    """package.json: typescript when tsconfig.json or a typescript dependency says so."""
+
+    languages = ("javascript", "typescript")
+    family = "node"
+    priority = 20
+    ci_version_keys = ("node-version", "node", "node_version")
+
+    def detect(self, root: Path) -> int | None:
+        return self.priority if (root / "package.json").is_file() else None
+
+    def analyse(self, root: Path, ci: CiFindings, when: datetime | None, planning: PythonPlanning) -> RepoAnalysis:
+        try:
+            package = json.loads(read_text(root / "package.json"))
+        except json.JSONDecodeError:
+            package = {}
+        deps = {**package.get("dependencies", {}), **package.get("devDependencies", {})}
+        language = "typescript" if (root / "tsconfig.json").is_file() or "typescript" in deps else "javascript"
+        out = RepoAnalysis(language=language, build_system="npm", dependency_files=["package.json"],
+                           resolution_date=instant(when))
+        locks = [("package-lock.json", "npm", "npm ci"), ("npm-shrinkwrap.json", "npm", "npm ci"),
+                 ("pnpm-lock.yaml", "pnpm", _pnpm_install(root, package)), ("yarn.lock", "yarn", _yarn_install(root, package)),
+                 ("bun.lockb", "bun", "bun install --frozen-lockfile")]
+        for lock, tool, command in locks:
+            if (root / lock).is_file():
+                out.build_system = tool
+                out.install_commands = [command]
+                out.dependency_files.append(lock)
+                out.note(lock, f"lock file: install with {command}")
+                break
+        else:
+            before = f" --before={out.resolution_date}" if out.resolution_date else ""
+            out.install_commands = [f"npm install{before}"]
+            out.note("package.json", "no lock file: npm install resolves afresh" + (" as of the commit date" if before else ""))
+        scripts = package.get("scripts", {})
+        test_script = scripts.get("test", "")
+        if test_script:
+            out.note("package.json", f"scripts.test: {test_script}")
+        found = _js_runner(scripts, deps)
+        if found is None:
+            out.test_command = "npm test"
+            out.note("package.json", "no known test runner: results cannot be parsed per test")
+        else:
+            out.test_command, out.log_parser = found
+            out.note("package.json", f"tests run by {out.log_parser}: {out.test_command}")
+        if "build" in scripts:
+            out.rebuild_commands = ["npm run build"]  # npm runs any manager's scripts; only npm is on the PATH
+        candidates = newest(NODE_LTS, when)
+        wanted = ""
+        for file in (".nvmrc", ".node-version"):
+            if (root / file).is_file() and (match := re.match(r"v?(\d+)", read_text(root / file).strip())):
+                wanted = match.group(1)
+                out.note(file, f"node {wanted}")
+        engines = package.get("engines", {}).get("node", "")
+        if engines and not wanted:
+            out.note("package.json", f"engines.node {engines}")
+            low = re.search(r">=?\s*v?(\d+)", engines)
+            exact = re.fullmatch(r"[\^~]?v?(\d+)(?:\.[\dx*]+)*", engines.strip())
+            if exact:
+                wanted = exact.group(1)
+            elif low:
+                newer = [v for v in candidates if int(v) >= int(low.group(1))]
+                wanted = newer[0] if newer else low.group(1)
+        if not wanted and (versions := ci.versions.get("node")):
+            wanted = max(versions, key=int)
+            out.note(".github/workflows", f"CI runs node {', '.join(versions)}")
+        out.runtime_version = wanted or (candidates[0] if candidates else "20")
+        out.runtime_allowed = [out.runtime_version]
+        return out
+
+    def failed_dependency_script(self, analysis: RepoAnalysis, said: str) -> str:
+        """npm's: the project's own scripts are not a dependency's."""
+        if analysis.build_system != "npm":
+            return ""
+        path, command = _SCRIPT_PATH.search(said), _SCRIPT_COMMAND.search(said)
+        return f"{path.group(1)}: {command.group(1).strip()}" if path and command else ""
+
+    def without_dependency_scripts(self, analysis: RepoAnalysis, why: str) -> RepoAnalysis:
+        """npm installs with `--ignore-scripts`, e.g. past a script that downloads from a host out of
+        reach; unchanged when no npm install command is left to change."""
+        commands = [f"{c} --ignore-scripts" if re.match(r"npm (?:ci|install)\b", c) and "--ignore-scripts" not in c
+                    else c for c in analysis.install_commands]
+        if commands == analysis.install_commands:
+            return analysis
+        said = Evidence(file="(install)", says=f"a dependency's install script failed ({why}): installed without scripts")
+        return analysis.model_copy(update={"install_commands": commands, "evidence": [*analysis.evidence, said]})
+
+    def sandbox_steps(self, analysis: RepoAnalysis) -> list[str]:
+        return [LINK_NODE_MODULES, *analysis.rebuild_commands, EXCLUDE_BUILD_LEFTOVERS]
+
+    def layer_path(self, root: str) -> list[str]:
+        return [f"{root}/node_modules/.bin"]
+
+    def layer_env(self, root: str) -> dict[str, str]:
+        return dict(NPM_QUIET)
+
+    def resolved(self, read: Callable[[str], bytes | None]) -> tuple[dict[str, str], str]:
+        lock = read("node_modules/.package-lock.json")
+        return (npm_resolved(lock.decode()) if lock is not None else {}), ""
+
+    def docker_runtime(self, analysis: RepoAnalysis) -> tuple[str, str]:
+        """Bookworm's node, whatever the project asks for."""
+        return NODE_RELEASE
+
+    def toolchain_commands(self, analysis: RepoAnalysis) -> list[str]:
+        return [apt("nodejs", "git", "patch", "procps"), ADD_SANDBOX_USER, _FETCH_NPM.format(v=NPM_VERSION)]
+
+    def runtime_env(self, ca_bundle: str) -> dict[str, str]:
+        return {"NODE_EXTRA_CA_CERTS": ca_bundle, **NPM_QUIET}
+
+    def image_deps_steps(self, install_commands: list[str], root: str, checkout: str) -> list[str]:
+        keep = f"if [ -d node_modules ]; then mv node_modules {root}/; else mkdir {root}/node_modules; fi"
+        return [f"mkdir -p {root}", *install_commands, keep]
+
+    def host_runtime(self, analysis: RepoAnalysis, log: BuildLog) -> Runtime:
+        found = host_tool("node", ["--version"]) if shutil.which("npm") else None
+        if found is None:
+            raise no_host_runtime("node and npm", log)
+        if found.version.split(".")[0] != analysis.runtime_version.split(".")[0]:
+            log.write(f"node {analysis.runtime_version} wanted, the host has {found.version}\n")
+        return found
+
+    def finish_local_layer(self, checkout: Path, root: Path, run: Callable[[str], int | None], log: BuildLog) -> None:
+        """The installed node_modules moved into the layer (an empty one when nothing was installed)."""
+        modules = checkout / "node_modules"
+        if modules.is_dir():
+            shutil.move(modules, root / "node_modules")
+        else:
+            (root / "node_modules").mkdir()
