@@ -59,6 +59,8 @@ class RepoAnalysis(BaseModel):
     """Every version the metadata accepts, preferred first (the local mode takes the first it has)."""
     debian_release: str = "bookworm"
     """Debian release for the base image, chosen for the runtime."""
+    system_packages: list[str] = Field(default_factory=list)
+    """Debian packages the runtime layer adds to the toolchain's: tools a failed step was missing."""
     install_commands: list[str] = Field(default_factory=list)
     """Dependency layer: depends only on dependency files and the date, so commits share it."""
     rebuild_commands: list[str] = Field(default_factory=list)

@@ -43,7 +43,7 @@ from swedojo.repolaunch.analysis import RepoAnalysis
 from swedojo.repolaunch.buildlog import BuildLog
 from swedojo.repolaunch.errors import InstallError
 from swedojo.repolaunch.recipes import recipe_for, recipe_of
-from swedojo.repolaunch.recipes.base import ENV_VAR
+from swedojo.repolaunch.recipes.base import ENV_VAR, apt
 from swedojo.sandboxes.docker import SANDBOX_USER, api, owner_labels
 from swedojo.sandboxes.filelock import file_lock
 from swedojo.sandboxes.image_use import record_use
@@ -184,7 +184,8 @@ def plan(spec: EnvSpec, analysis: RepoAnalysis, checkout: Path, log: BuildLog) -
     base = ensure_base(release, log)
     spec.base_image = base
     spec.runtime_version = version
-    spec.toolchain_commands = recipe.toolchain_commands(analysis)
+    spec.toolchain_commands = recipe.toolchain_commands(analysis) + \
+        ([apt(*analysis.system_packages)] if analysis.system_packages else [])
     spec.workdir = TESTBED
     spec.env_vars.update(layer_env(spec))
     runtime = f"swedojo/runtime:{recipe.family}-{release}-" \

@@ -45,6 +45,7 @@ from swedojo.repolaunch.errors import (
 from swedojo.repolaunch.fallback import NoPlanError, SetupAgent, SetupRequest
 from swedojo.repolaunch.local import build_env, default_cache_dir, rebuild_env
 from swedojo.repolaunch.recipes import UnsupportedLanguageError, recipe_of
+from swedojo.repolaunch.recipes.base import Adaptation, LanguageRecipe
 from swedojo.repolaunch.registries import unreachable_registry
 from swedojo.repolaunch.validate import has_failures, network_tests, validate
 from swedojo.repos import CommitNotFoundError, RepoNotFoundError, checkout, resolve_repo
@@ -325,7 +326,7 @@ def _by_rules(analysis: RepoAnalysis, workdir: Path, when: datetime, backend: st
     plans = [PythonPlanning(runtime=runtime) for runtime in builder.runtimes(analysis, log)][:MAX_RUNTIMES]
     failed: list[str] = []
     dropped: list[str] = []
-    scripts: list[str] = []
+    adapted: list[Adaptation] = []
     while plans and len(failed) < MAX_ATTEMPTS:
         plan = plans.pop(0)
         if recipe.replans and plan != PythonPlanning(runtime=analysis.runtime_version):
@@ -335,8 +336,8 @@ def _by_rules(analysis: RepoAnalysis, workdir: Path, when: datetime, backend: st
             analysis = analysis.model_copy(update={"runtime_version": plan.runtime})
         if dropped and analysis.resolution_date:
             analysis = undated(analysis, dropped[-1])
-        if scripts:
-            analysis = recipe.without_dependency_scripts(analysis, scripts[-1])
+        for adaptation in adapted:
+            analysis = recipe.adapt(analysis, adaptation)
         request.analysis = analysis
         log.write(f"runtime on the {backend} backend: {analysis.language} {analysis.runtime_version}\n")
         started = log.path.stat().st_size if log.path.is_file() else 0
@@ -348,6 +349,9 @@ def _by_rules(analysis: RepoAnalysis, workdir: Path, when: datetime, backend: st
                 if isinstance(exc, InstallError) else ""
             exc.message = offline or "; ".join([exc.message, *(line for line in cause(said)
                                                                if line not in exc.message)])
+            if backend == "local" and (wanted := [p for c in recipe.adaptations(analysis, said) for p in c.packages]):
+                exc.message += f"; the host lacks what Debian's {', '.join(wanted)} would bring (the local backend " \
+                               "uses the host's tools; an image gets them)"
             what = plan.describe() if recipe.replans else f"{analysis.language} {analysis.runtime_version}"
             failed.append(f"{what}: [{exc.stage}] {exc.message}")
             if _dated(analysis) and (why := _undatable(said)):
@@ -355,10 +359,9 @@ def _by_rules(analysis: RepoAnalysis, workdir: Path, when: datetime, backend: st
                 log.write(f"the registry cannot resolve as of {analysis.resolution_date} ({why}): "
                           "the date bound is dropped, the dependencies will be the latest\n")
                 plans.insert(0, plan)
-            elif not scripts and (script := recipe.failed_dependency_script(analysis, said)):
-                scripts.append(script)
-                log.write(f"a dependency's install script failed ({script}): installing again with no "
-                          "dependency's install scripts run\n")
+            elif change := _adaptation(recipe, analysis, said, adapted, backend):
+                adapted.append(change)
+                log.write(f"the log says `{change.cause}`: trying again with {change.name}\n")
                 plans.insert(0, plan)
             elif retry := recipe.retry(plan, analysis, said):
                 plans.insert(0, retry)
@@ -374,6 +377,15 @@ def _by_rules(analysis: RepoAnalysis, workdir: Path, when: datetime, backend: st
         spec.attempts, spec.pins_dropped = failed, dropped
         return spec
     raise AssertionError("unreachable: every attempt returns or raises")
+
+
+def _adaptation(recipe: LanguageRecipe, analysis: RepoAnalysis, said: str, adapted: list[Adaptation],
+                backend: str) -> Adaptation | None:
+    """The first change the failed attempt's log calls for that the launch has not made yet. Debian
+    packages go into the runtime layer of an image: the local backend uses the host's tools as they are."""
+    names = {change.name for change in adapted}
+    return next((change for change in recipe.adaptations(analysis, said)
+                 if change.name not in names and not (change.packages and backend == "local")), None)
 
 
 def _by_agent(agent: SetupAgent, request: SetupRequest, failure: LaunchError, builder: _LocalBuilder | _DockerBuilder,

@@ -21,9 +21,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import ClassVar
 
-from swedojo.repolaunch.analysis import CiFindings, PythonPlanning, RepoAnalysis
+from pydantic import BaseModel, Field
+
+from swedojo.repolaunch.analysis import CiFindings, Evidence, PythonPlanning, RepoAnalysis
 from swedojo.repolaunch.buildlog import BuildLog
 from swedojo.repolaunch.host import Runtime
+from swedojo.repolaunch.missing import missing_packages
 from swedojo.repolaunch.registries import Registry
 
 ENV_VAR = "SWEDOJO_ENV"
@@ -42,6 +45,19 @@ def apt(*packages: str) -> str:
     """A runtime layer's step installing Debian packages, leaving no apt lists or archives behind."""
     return ("apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "
             f"{' '.join(packages)} >/dev/null && rm -rf /var/lib/apt/lists/* /var/cache/apt/archives/*.deb")
+
+
+class Adaptation(BaseModel):
+    """A change of plan that a failed attempt's build log calls for (npm's `--legacy-peer-deps`
+    after a peer-dependency conflict, a missing tool's Debian package): applied to every later plan
+    of the launch, each at most once, and recorded in the build log and `EnvSpec.attempts`."""
+
+    name: str
+    """What changes, in a few words; one adaptation of a name per launch."""
+    cause: str
+    """The log's line that called for it."""
+    packages: list[str] = Field(default_factory=list)
+    """Debian packages it adds to the runtime layer."""
 
 
 class LanguageRecipe(ABC):
@@ -93,14 +109,19 @@ class LanguageRecipe(ABC):
         failed; None when the log suggests none."""
         return None
 
-    def failed_dependency_script(self, analysis: RepoAnalysis, said: str) -> str:
-        """The dependency whose install script failed in an attempt whose build log says `said`, as
-        `package: command`; empty when none did (then a retry installs running no dependency's scripts)."""
-        return ""
+    def adaptations(self, analysis: RepoAnalysis, said: str) -> list[Adaptation]:
+        """What the build log of a failed attempt (`said`) calls for, most specific first. The base:
+        a command the step could not find, or a program or library a configure step names, is
+        installed from Debian (`missing_packages`)."""
+        return [Adaptation(name=f"install {package}", cause=cause, packages=[package])
+                for package, cause in missing_packages(said)]
 
-    def without_dependency_scripts(self, analysis: RepoAnalysis, why: str) -> RepoAnalysis:
-        """The analysis installing without running any dependency's install scripts (`why`: which failed)."""
-        return analysis
+    def adapt(self, analysis: RepoAnalysis, adaptation: Adaptation) -> RepoAnalysis:
+        """The analysis with `adaptation` applied (the base adds its packages)."""
+        packages = [p for p in adaptation.packages if p not in analysis.system_packages]
+        said = Evidence(file="(launch)", says=f"{adaptation.name}: {adaptation.cause}")
+        return analysis.model_copy(update={"system_packages": [*analysis.system_packages, *packages],
+                                           "evidence": [*analysis.evidence, said]})
 
     # --- layers (both backends) -------------------------------------------------------------------
 

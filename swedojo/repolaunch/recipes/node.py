@@ -33,6 +33,7 @@ from swedojo.repolaunch.recipes.base import (
     ENV_VAR,
     EXCLUDE_BUILD_LEFTOVERS,
     NPM_QUIET,
+    Adaptation,
     LanguageRecipe,
     apt,
 )
@@ -48,6 +49,14 @@ NPM_VERSION = "10.9.2"
 _SCRIPT_PATH = re.compile(r"^npm (?:error|ERR!) path \S*/node_modules/(\S+)$", re.MULTILINE)
 _SCRIPT_COMMAND = re.compile(r"^npm (?:error|ERR!) command sh -c (.+)$", re.MULTILINE)
 """npm's lines naming a failed lifecycle script: the package's directory, the script's command."""
+LEGACY_PEERS, OMIT_OPTIONAL, LEGACY_OPENSSL = "--legacy-peer-deps", "no optional dependencies", "OpenSSL's legacy provider"
+"""The npm adaptations by name (`NodeRecipe.adaptations`)."""
+_ERESOLVE = re.compile(r"^npm (?:error|ERR!) code ERESOLVE$", re.MULTILINE)
+_OTHER_PLATFORM = re.compile(r"^npm (?:error|ERR!) (?:code EBADPLATFORM|notsup .*|.*Unsupported platform for \S+)$",
+                             re.MULTILINE)
+_OPENSSL3 = re.compile(r"^.*(?:ERR_OSSL_EVP_UNSUPPORTED|digital envelope routines::unsupported).*$", re.MULTILINE)
+OPENSSL_LEGACY_OPTION = "--openssl-legacy-provider"
+"""Node 17+ on OpenSSL 3 refuses the MD4 hash webpack 4 and its kin use, unless told this."""
 LINK_NODE_MODULES = (f'mkdir -p node_modules && for f in "${ENV_VAR}"/node_modules/* "${ENV_VAR}"/node_modules/.[!.]*; '
                      'do [ -e "$f" ] && ln -sfn "$f" node_modules/; done; true')
 """The layer's packages linked one by one into a node_modules of the work tree's own, where tools
@@ -251,22 +260,35 @@ class NodeRecipe(LanguageRecipe):
         out.runtime_allowed = [out.runtime_version]
         return out
 
-    def failed_dependency_script(self, analysis: RepoAnalysis, said: str) -> str:
-        """npm's: the project's own scripts are not a dependency's."""
-        if analysis.build_system != "npm":
-            return ""
+    def adaptations(self, analysis: RepoAnalysis, said: str) -> list[Adaptation]:
+        """npm's own failures first: a dependency's install script (installed without scripts), a
+        peer-dependency conflict (`--legacy-peer-deps`, npm 6's resolution), an optional package for
+        another platform (`--omit=optional`), a bundler on an OpenSSL 3 Node (the legacy provider);
+        then the missing tools any step may name."""
+        found: list[Adaptation] = []
+        npm = analysis.build_system == "npm"
         path, command = _SCRIPT_PATH.search(said), _SCRIPT_COMMAND.search(said)
-        return f"{path.group(1)}: {command.group(1).strip()}" if path and command else ""
+        if npm and path and command:
+            found.append(Adaptation(name="no dependency's install scripts",
+                                    cause=f"{path.group(1)}: {command.group(1).strip()}"))
+        for name, pattern in ((LEGACY_PEERS, _ERESOLVE), (OMIT_OPTIONAL, _OTHER_PLATFORM), (LEGACY_OPENSSL, _OPENSSL3)):
+            if (npm or name == LEGACY_OPENSSL) and (match := pattern.search(said)):
+                found.append(Adaptation(name=name, cause=match.group(0).strip()))
+        return found + super().adaptations(analysis, said)
 
-    def without_dependency_scripts(self, analysis: RepoAnalysis, why: str) -> RepoAnalysis:
-        """npm installs with `--ignore-scripts`, e.g. past a script that downloads from a host out of
-        reach; unchanged when no npm install command is left to change."""
-        commands = [f"{c} --ignore-scripts" if re.match(r"npm (?:ci|install)\b", c) and "--ignore-scripts" not in c
-                    else c for c in analysis.install_commands]
-        if commands == analysis.install_commands:
-            return analysis
-        said = Evidence(file="(install)", says=f"a dependency's install script failed ({why}): installed without scripts")
-        return analysis.model_copy(update={"install_commands": commands, "evidence": [*analysis.evidence, said]})
+    def adapt(self, analysis: RepoAnalysis, adaptation: Adaptation) -> RepoAnalysis:
+        flag = {"no dependency's install scripts": "--ignore-scripts", LEGACY_PEERS: "--legacy-peer-deps",
+                OMIT_OPTIONAL: "--omit=optional"}.get(adaptation.name)
+        update: dict[str, object] = {}
+        if flag:
+            update["install_commands"] = [f"{c} {flag}" if re.match(r"npm (?:ci|install)\b", c) and flag not in c else c
+                                          for c in analysis.install_commands]
+        elif adaptation.name == LEGACY_OPENSSL:
+            prefix = f"NODE_OPTIONS={OPENSSL_LEGACY_OPTION} "
+            update = {"install_commands": [prefix + c for c in analysis.install_commands],
+                      "rebuild_commands": [prefix + c for c in analysis.rebuild_commands],
+                      "test_command": prefix + analysis.test_command}
+        return super().adapt(analysis.model_copy(update=update), adaptation)
 
     def sandbox_steps(self, analysis: RepoAnalysis) -> list[str]:
         return [LINK_NODE_MODULES, *analysis.rebuild_commands, EXCLUDE_BUILD_LEFTOVERS]

@@ -1,0 +1,75 @@
+"""What a failed step says is missing becomes a Debian package in the runtime layer: the launch
+tries again with it (docker), or names it (local, where the host's tools are what there is)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from launch_helpers import DATE
+
+from swedojo.repolaunch.analysis import RepoAnalysis
+from swedojo.repolaunch.launch import launch
+from swedojo.repolaunch.missing import missing_packages
+from swedojo.repolaunch.recipes import recipe_for
+from swedojo.schema import TestStatus
+
+
+@pytest.mark.parametrize(("log", "package"), [
+    ("bash: line 1: ruby: command not found", "ruby"),
+    ("/bin/sh: 1: python: not found", "python-is-python3"),
+    ("make[2]: sphinx-build: No such file or directory", "python3-sphinx"),
+    ("env: 'node': No such file or directory", "nodejs"),
+    ("CMake Error: Could NOT find Python3 (missing: Python3_EXECUTABLE Interpreter)", "python3"),
+    ("CMake Error at CMakeLists.txt:9 (message):\n  Python not found, but required for tests", "python3"),
+    ("No package 'zlib' found", "zlib1g-dev"),
+    ("Package 'libzstd', required by 'virtual:world', not found", "libzstd-dev"),
+    ("sh: 1: asciidoctor: not found", "asciidoctor"),
+])
+def test_what_a_log_says_is_missing_maps_to_a_debian_package(log: str, package: str) -> None:
+    assert [p for p, _ in missing_packages(f"some output\n{log}\nmore\n")] == [package]
+
+
+def test_a_log_that_names_nothing_missing_asks_for_nothing() -> None:
+    assert missing_packages("error: expected ';' before '}' token\nmake: *** [all] Error 1\n") == []
+
+
+NEEDS_PYTHON = {
+    "CMakeLists.txt": "cmake_minimum_required(VERSION 3.12)\nproject(calc C)\nenable_testing()\n"
+                      "find_package(Python3 COMPONENTS Interpreter REQUIRED)\n"
+                      "add_test(NAME adds COMMAND ${Python3_EXECUTABLE} -c \"assert 1 + 2 == 3\")\n",
+    "calc.c": "int add(int a, int b) { return a + b; }\n",
+    ".gitignore": "build/\n",
+}
+
+
+@pytest.mark.docker
+def test_a_cmake_configure_that_needs_python_gets_it_in_the_image(make_repo, tmp_path: Path, env_cache: Path) -> None:
+    spec = launch(str(make_repo("needs-python", NEEDS_PYTHON, DATE)), tmp_path / "out", backend="docker",
+                  cache_dir=env_cache / "envs")
+    assert spec.test_status == {"adds": TestStatus.PASSED}
+    assert any("python3" in step for step in spec.toolchain_commands), spec.toolchain_commands
+    assert len(spec.attempts) == 1 and "CMake Error" in spec.attempts[0], spec.attempts
+    assert "trying again with install python3" in (tmp_path / "out" / "build.log").read_text()
+
+
+@pytest.mark.parametrize(("log", "name", "changed"), [
+    ("npm error code ERESOLVE\nnpm error ERESOLVE unable to resolve dependency tree", "--legacy-peer-deps",
+     {"install_commands": ["npm ci --legacy-peer-deps"]}),
+    ("npm error code EBADPLATFORM\nnpm error notsup Unsupported platform for fsevents@1.2.4", "no optional dependencies",
+     {"install_commands": ["npm ci --omit=optional"]}),
+    ("Error: error:0308010C:digital envelope routines::unsupported", "OpenSSL's legacy provider",
+     {"install_commands": ["NODE_OPTIONS=--openssl-legacy-provider npm ci"],
+      "rebuild_commands": ["NODE_OPTIONS=--openssl-legacy-provider npm run build"],
+      "test_command": "NODE_OPTIONS=--openssl-legacy-provider npx jest --ci --json"}),
+])
+def test_npm_failures_change_the_plan_as_the_log_asks(log: str, name: str, changed: dict[str, object]) -> None:
+    """The npm failures met on real repositories, each read from the log and answered once."""
+    recipe = recipe_for("javascript")
+    analysis = RepoAnalysis(language="javascript", build_system="npm", install_commands=["npm ci"],
+                            rebuild_commands=["npm run build"], test_command="npx jest --ci --json", log_parser="jest")
+    (adaptation,) = recipe.adaptations(analysis, f"> build\n{log}\n")
+    assert adaptation.name == name
+    adapted = recipe.adapt(analysis, adaptation)
+    assert {key: getattr(adapted, key) for key in changed} == changed
+    assert adapted.evidence[-1].says.startswith(name)
