@@ -23,7 +23,12 @@ from typing import ClassVar
 
 from pydantic import BaseModel, Field
 
-from swedojo.repolaunch.analysis import CiFindings, Evidence, PythonPlanning, RepoAnalysis
+from swedojo.repolaunch.analysis import (
+    CiFindings,
+    Evidence,
+    PythonPlanning,
+    RepoAnalysis,
+)
 from swedojo.repolaunch.buildlog import BuildLog
 from swedojo.repolaunch.host import Runtime
 from swedojo.repolaunch.missing import missing_packages

@@ -19,7 +19,6 @@ from typing import Any
 
 from swedojo.repolaunch.analysis import (
     CiFindings,
-    Evidence,
     PythonPlanning,
     RepoAnalysis,
     instant,
