@@ -259,3 +259,38 @@ def test_a_peer_dependency_conflict_installs_as_npm_6_resolved_it(make_repo, tmp
     assert len(spec.attempts) == 1 and "ERESOLVE" in spec.attempts[0], spec.attempts
     assert "the log says `npm error code ERESOLVE`: trying again with --legacy-peer-deps" in \
         (tmp_path / "out" / "build.log").read_text()
+
+
+CHAINED = {
+    # the runner is two scripts down, after a linter; its own directory holds the suite, and the
+    # fixtures beside it are not tests (run as tests, they would fail)
+    "package.json": '{"name": "chained", "version": "1.0.0", "scripts": {"test": "npm run lint && npm run test:unit", '
+                    '"lint": "eslint .", "test:unit": "cross-env NODE_ENV=test mocha --reporter dot test/unit/"}, '
+                    '"devDependencies": {"mocha": "^11", "cross-env": "^7"}}\n',
+    "test/unit/env.spec.js": "const assert = require('assert');\n"
+                             "it('sees its environment', () => assert.strictEqual(process.env.NODE_ENV, 'test'));\n",
+    "test/fixtures/broken.spec.js": "throw new Error('a fixture, not a test');\n",
+}
+NODE_OPTIONS_JEST = {
+    # ESM tests run by jest only under node's --experimental-vm-modules, as the script starts it
+    "package.json": '{"name": "esm", "version": "1.0.0", "type": "module", "jest": {"transform": {}}, '
+                    '"scripts": {"test": "node --experimental-vm-modules node_modules/jest/bin/jest.js"}, '
+                    '"devDependencies": {"jest": "^29"}}\n',
+    "src/add.js": "export const add = (a, b) => a + b;\n",
+    "test/add.test.js": "import { add } from '../src/add.js';\ntest('adds', () => { expect(add(1, 2)).toBe(3); });\n",
+}
+
+
+@pytest.mark.parametrize(("files", "command", "statuses"), [
+    (CHAINED, "NODE_ENV=test npx mocha test/unit/ --reporter json",
+     {"env.spec.js::sees its environment": P}),
+    (NODE_OPTIONS_JEST, "node --experimental-vm-modules node_modules/jest/bin/jest.js --ci --json",
+     {"add.test.js::adds": P}),
+], ids=["chained-scripts", "node-started-runner"])
+def test_the_runner_runs_as_the_project_runs_it(make_repo, tmp_path: Path, env_cache: Path, npm_env: dict,
+                                               files: dict[str, str], command: str,
+                                               statuses: dict[str, TestStatus]) -> None:
+    """`scripts.test` followed through `npm run` and `cross-env` to the runner, with its files,
+    variables and node options, and without the linter before it."""
+    spec = _launch(make_repo("runs", files, NOW), tmp_path / "out", "local", env_cache)
+    assert (spec.test_command, spec.test_status) == (command, statuses)

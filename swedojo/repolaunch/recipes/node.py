@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import shlex
 import shutil
 from collections.abc import Callable
 from datetime import date, datetime
@@ -36,6 +35,7 @@ from swedojo.repolaunch.recipes.base import (
     LanguageRecipe,
     apt,
 )
+from swedojo.repolaunch.runner import follow_test_script
 
 NODE_LTS = {"12": date(2019, 4, 23), "14": date(2020, 4, 21), "16": date(2021, 4, 20),
             "18": date(2022, 4, 19), "20": date(2023, 4, 18), "22": date(2024, 4, 24),
@@ -81,72 +81,50 @@ JS_RUNNERS: dict[str, tuple[str, list[str]]] = {
 }
 """npm package (its binary has the same name) -> (log parser, flags that make it print what the
 parser reads: a machine-readable reporter where the runner has one; uvu has none, tape prints TAP)."""
-_WRAPPERS = {"nyc", "c8", "cross-env", "dotenv", "npx", "env"}
-"""Words that may stand before a runner in `scripts.test` (coverage, environment), dropped."""
 _REPORTER_OPTIONS = ("--reporter", "-R", "--test-reporter")
 
 
-def _script_runner(segment: str) -> tuple[str, list[str], list[str]] | None:
-    """(runner, its arguments, the variables set before it) of one command of `scripts.test` that
-    runs a known runner directly (after wrappers), the reporter options it had dropped: ours
-    replace them. Words keep their quotes: the command line runs in a shell as the script did."""
-    try:
-        words = shlex.split(segment, posix=False)
-    except ValueError:
-        return None
-    variables: list[str] = []
-    while words and (words[0] in _WRAPPERS or words[0].startswith("-") or "=" in words[0]):
-        word = words.pop(0)
-        if "=" in word and not word.startswith("-"):
-            variables.append(word)
-    if not words:
-        return None
-    runner = "node:test" if words[0] == "node" and "--test" in words else words[0]
-    if runner not in JS_RUNNERS and runner != "node:test":
-        return None
-    args: list[str] = []
-    rest = iter(words[1:])
+def _own_args(args: list[str]) -> list[str]:
+    """The runner's arguments without its reporter options: ours replace them."""
+    kept: list[str] = []
+    rest = iter(args)
     for word in rest:
-        if word == "|":  # `tape test/*.js | tap-spec`: the runner's own output is what the parser reads
-            break
         if word.split("=", 1)[0] in _REPORTER_OPTIONS:
             if "=" not in word:
                 next(rest, None)
         elif word not in ("--tap", "--json", "--test"):
-            args.append(word)
-    return runner, args, variables
+            kept.append(word)
+    return kept
 
 
-def _js_runner(scripts: dict[str, str], deps: dict[str, Any]) -> tuple[str, str] | None:
-    """(test command, log parser): the runner `scripts.test` runs (through `npm run` / `yarn` of
-    another script too), with its own arguments (files, options) and the reporter its parser reads;
-    else the first known runner among the dependencies; None when there is none."""
-    segments = re.split(r"&&|\|\||;", scripts.get("test", ""))
-    found = None
-    expanded = 0
-    while segments and found is None:
-        words = segments.pop(0).split()
-        name = words[-1] if words[:-1] in (["npm", "run"], ["pnpm", "run"], ["yarn", "run"], ["yarn"]) else ""
-        if name in scripts and expanded < 10:  # a script that runs itself is read 10 times, not forever
-            expanded += 1
-            segments[:0] = re.split(r"&&|\|\||;", scripts[name])
-        else:
-            found = _script_runner(" ".join(words))
-    if found is None:
+def _js_runner(scripts: dict[str, str], deps: dict[str, Any]) -> tuple[str, str, list[str]] | None:
+    """(test command, log parser, how it was found): the runner `scripts.test` reaches through the
+    scripts it runs (`runner.follow_test_script`), with its own arguments (files, options) and the
+    reporter its parser reads, started as the script starts it when that is `node` with options
+    (`node --experimental-vm-modules node_modules/jest/bin/jest.js`); else the first known runner
+    among the dependencies; None when there is none."""
+    trace = follow_test_script(scripts)
+    found = trace.invocation
+    if found is not None and (found.runner in JS_RUNNERS or found.runner == "node:test"):
+        runner, args, variables = found.runner, _own_args(found.args), found.env
+        launcher = found.command.removesuffix(" ".join(found.args)).strip() if found.args else found.command
+        start = launcher if launcher.split()[0] == "node" and runner != "node:test" else f"npx {runner}"
+        how = [f"scripts {' -> '.join(trace.trail)}: {found.command}"]
+    else:
         runner = next((name for name in JS_RUNNERS if name in deps), "")
         if not runner:
             return None
-        found = (runner, [], [])
-    runner, args, variables = found
+        args, variables, start = [], [], f"npx {runner}"
+        how = [f"{trace.reason}; {runner} is a dependency"] if trace.reason else []
     if runner == "node:test":
-        return " ".join([*variables, "node", "--test", "--test-reporter=tap", *args]), "tap"
+        return " ".join([*variables, "node", "--test", "--test-reporter=tap", *args]), "tap", how
     parser, flags = JS_RUNNERS[runner]
     if runner == "vitest":
         args = ["run", *(a for a in args if a not in ("run", "--run", "watch", "--watch"))]
     if runner == "tap":
         major = re.search(r"\d+", str(deps.get("tap", "")))
         flags = [*flags, "--no-coverage" if major and int(major.group()) < 18 else "--disable-coverage"]
-    return " ".join([*variables, "npx", runner, *args, *flags]), parser
+    return " ".join([*variables, start, *args, *flags]), parser, how
 
 
 def _package_manager(package: dict[str, Any], name: str) -> str:
@@ -232,7 +210,9 @@ class NodeRecipe(LanguageRecipe):
             out.test_command = "npm test"
             out.note("package.json", "no known test runner: results cannot be parsed per test")
         else:
-            out.test_command, out.log_parser = found
+            out.test_command, out.log_parser, how = found
+            for line in how:
+                out.note("package.json", line)
             out.note("package.json", f"tests run by {out.log_parser}: {out.test_command}")
         if "build" in scripts:
             out.rebuild_commands = ["npm run build"]  # npm runs any manager's scripts; only npm is on the PATH
