@@ -68,6 +68,9 @@ class RepoAnalysis(BaseModel):
     build_command: str = ""
     """Incremental build run before every test run (`EnvSpec.build_command`); empty where the
     test command builds what it tests."""
+    documentation_off: list[str] = Field(default_factory=list)
+    """Options of the configure step that turn the project's documentation off (`--disable-docs`,
+    `-DBUILD_DOCS=OFF`), read from its build files: used when a step fails on a documentation tool."""
     test_command: str = ""
     """Runs the whole suite; test ids may be appended."""
     log_parser: str = ""

@@ -73,3 +73,27 @@ def test_npm_failures_change_the_plan_as_the_log_asks(log: str, name: str, chang
     adapted = recipe.adapt(analysis, adaptation)
     assert {key: getattr(adapted, key) for key in changed} == changed
     assert adapted.evidence[-1].says.startswith(name)
+
+
+DOCS_NEED_A_TOOL = {
+    # configure stops on a tool only the manual needs, unless --disable-docs
+    "configure.ac": "AC_INIT([calc], [0.1])\nAM_INIT_AUTOMAKE([foreign])\nAC_PROG_CC\n"
+                    "AC_ARG_ENABLE([docs], [AS_HELP_STRING([--disable-docs], [no manual])])\n"
+                    "AS_IF([test \"x$enable_docs\" != xno], [AC_PATH_PROG([RONN], [ronn-of-the-manual])\n"
+                    "  AS_IF([test -z \"$RONN\"], [AC_MSG_ERROR([ronn-of-the-manual is required to build the documentation])])])\n"
+                    "AC_CONFIG_FILES([Makefile])\nAC_OUTPUT\n",
+    "Makefile.am": "check_PROGRAMS = adds\nTESTS = $(check_PROGRAMS)\n",
+    "adds.c": "int main(void) { return 1 + 2 == 3 ? 0 : 1; }\n",
+}
+
+
+@pytest.mark.parametrize("backend", [pytest.param("local", marks=pytest.mark.tools("autoreconf", "automake", "gcc")),
+                                     pytest.param("docker", marks=pytest.mark.docker)])
+def test_what_only_the_documentation_needs_is_configured_off(make_repo, tmp_path: Path, env_cache: Path,
+                                                             backend: str) -> None:
+    spec = launch(str(make_repo("docs", DOCS_NEED_A_TOOL, DATE)), tmp_path / "out", backend=backend,
+                  cache_dir=env_cache / "envs")
+    assert spec.test_status == {"adds": TestStatus.PASSED}
+    assert spec.rebuild_commands[0] == "autoreconf -fi && ./configure --disable-docs && make -j2"
+    assert len(spec.attempts) == 1 and "ronn-of-the-manual" in (tmp_path / "out" / "build.log").read_text()
+    assert "trying again with documentation off" in (tmp_path / "out" / "build.log").read_text()

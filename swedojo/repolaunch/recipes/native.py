@@ -16,12 +16,43 @@ from swedojo.repolaunch.analysis import (
 )
 from swedojo.repolaunch.buildlog import BuildLog
 from swedojo.repolaunch.host import Runtime, host_tool, no_host_runtime
-from swedojo.repolaunch.recipes.base import ADD_SANDBOX_USER, LanguageRecipe, apt
+from swedojo.repolaunch.recipes.base import (
+    ADD_SANDBOX_USER,
+    Adaptation,
+    LanguageRecipe,
+    apt,
+)
 
 DEBIAN_GCC = {"bullseye": "10", "bookworm": "12", "trixie": "14"}
 BUILD_FILES = ("CMakeLists.txt", "meson.build", "configure.ac", "Makefile.am", "Makefile")
 BUILD_PACKAGES = {"cmake": ["cmake"], "meson": ["meson", "ninja-build"], "autotools": ["autoconf", "automake", "libtool"]}
 """Debian packages of each build system besides make."""
+
+
+_DOC_NAME = r"(?:[\w-]*[-_])?(?:docs?|documentation|man|manpages?|html|gtk-doc|doxygen|sphinx)(?:[-_][\w-]*)?"
+_AUTOCONF_DOCS = re.compile(rf"AC_ARG_(ENABLE|WITH)\(\s*\[?({_DOC_NAME})\]?\s*,", re.IGNORECASE)
+_CMAKE_DOCS = re.compile(rf"option\(\s*({_DOC_NAME})\s", re.IGNORECASE)
+_MESON_DOCS = re.compile(rf"option\(\s*'({_DOC_NAME})'\s*,\s*type\s*:\s*'(boolean|feature)'", re.IGNORECASE)
+_DOC_FAILURE = re.compile(r"^.*(?:error|not found|no such file|missing).*\b(?:docs?|documentation|man ?pages?|asciidoc"
+                          r"|asciidoctor|ronn|sphinx(?:-build)?|doxygen|xsltproc|docbook|pandoc|makeinfo|texinfo|help2man"
+                          r"|gtk-doc)\b.*$", re.IGNORECASE | re.MULTILINE)
+"""A failed step's line that blames something only documentation needs."""
+DOCUMENTATION_OFF = "documentation off"
+CONFIGURE_STEPS = {"autotools": "./configure", "cmake": "cmake -S . -B build", "meson": "meson setup build"}
+"""The configure command of each build system's repo layer, where options go."""
+
+
+def _documentation_off(root: Path, build_system: str) -> list[str]:
+    """The options that turn documentation off, as the project's build files declare them."""
+    if build_system == "autotools":
+        return [f"--disable-{name}" if kind.upper() == "ENABLE" else f"--without-{name}"
+                for kind, name in _AUTOCONF_DOCS.findall(read_text(root / "configure.ac"))]
+    if build_system == "cmake":
+        return [f"-D{name}=OFF" for name in _CMAKE_DOCS.findall(read_text(root / "CMakeLists.txt"))]
+    if build_system == "meson":
+        text = read_text(root / "meson_options.txt") + read_text(root / "meson.options")
+        return [f"-D{name}={'false' if kind == 'boolean' else 'disabled'}" for name, kind in _MESON_DOCS.findall(text)]
+    return []
 
 
 def _c_language(root: Path) -> str:
@@ -48,6 +79,13 @@ class NativeRecipe(LanguageRecipe):
         return self.priority if any((root / name).is_file() for name in BUILD_FILES) else None
 
     def analyse(self, root: Path, ci: CiFindings, when: datetime | None, planning: PythonPlanning) -> RepoAnalysis:
+        out = self._analyse(root)
+        out.documentation_off = _documentation_off(root, out.build_system)
+        if out.documentation_off:
+            out.note(out.dependency_files[0], f"documentation can be turned off: {' '.join(out.documentation_off)}")
+        return out
+
+    def _analyse(self, root: Path) -> RepoAnalysis:
         language = _c_language(root)
         if (root / "CMakeLists.txt").is_file():
             out = RepoAnalysis(language=language, build_system="cmake", dependency_files=["CMakeLists.txt"],
@@ -84,6 +122,19 @@ class NativeRecipe(LanguageRecipe):
                            test_command=f"make {target or 'test'}", log_parser="tap")
         out.note("Makefile", f"target {target}: output assumed TAP" if target else "no test target found")
         return out
+
+    def adaptations(self, analysis: RepoAnalysis, said: str) -> list[Adaptation]:
+        """What only documentation needs is configured off before any tool is installed for it."""
+        found = _DOC_FAILURE.search(said) if analysis.documentation_off else None
+        first = [Adaptation(name=DOCUMENTATION_OFF, cause=found.group(0).strip())] if found else []
+        return first + super().adaptations(analysis, said)
+
+    def adapt(self, analysis: RepoAnalysis, adaptation: Adaptation) -> RepoAnalysis:
+        if adaptation.name == DOCUMENTATION_OFF and (step := CONFIGURE_STEPS.get(analysis.build_system)):
+            options = " ".join(analysis.documentation_off)
+            analysis = analysis.model_copy(update={"rebuild_commands": [
+                command.replace(step, f"{step} {options}", 1) for command in analysis.rebuild_commands]})
+        return super().adapt(analysis, adaptation)
 
     def docker_runtime(self, analysis: RepoAnalysis) -> tuple[str, str]:
         """The analysis's release and its gcc."""
