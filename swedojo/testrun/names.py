@@ -47,7 +47,7 @@ TITLE_SEPARATORS: dict[str, str] = {
 """Parser -> what its ids put between a suite's title and the titles in it."""
 
 _DUPLICATE_COUNTER = re.compile(r" \(\d+\)$")
-_COUNTED_PARSERS = frozenset({"jest", "vitest"})
+_COUNTED_PARSERS = frozenset({"jest", "vitest", "mocha"})
 """Parsers whose id of a test named as one before it ends with a counter (`title (2)`)."""
 
 
@@ -76,7 +76,7 @@ class _Id(NamedTuple):
     file: str
     """The part before `::`; empty when the id has none."""
     title: str
-    """The part after `::` (the whole id when it has none), without jest's duplicate counter."""
+    """The part after `::` (the whole id when it has none), without the duplicate counter (jest, mocha)."""
 
 
 def _cut(test_id: str, parser: str) -> _Id:

@@ -329,16 +329,21 @@ def _mocha_id(case: dict[str, Any]) -> str:
 
 
 def parse_mocha(log: str) -> dict[str, TestStatus]:
-    """`mocha --reporter json`; a failed hook (`"before all" hook for "x"`) is an ERROR of its own:
-    the tests it stopped never ran and are not reported."""
+    """`mocha --reporter json`, read from its `tests` list in run order: a test that failed has an
+    `err`, one that never ran (pending) no `duration`; a test named as one before it in its file is
+    `id (2)`, `id (3)`, as jest's are. A failed hook (`"before all" hook for "x"`) is an ERROR of
+    its own: the tests it stopped never ran and are not reported."""
     report = _json_report(log, "stats")
     if report is None:
         return {}
     results: dict[str, TestStatus] = {}
-    for key, status in (("passes", TestStatus.PASSED), ("pending", TestStatus.SKIPPED),
-                        ("failures", TestStatus.FAILED)):
-        for case in report.get(key) or []:
-            _record(results, _mocha_id(case), status)
+    seen: Counter[str] = Counter()
+    for case in report.get("tests") or []:
+        test = _mocha_id(case)
+        seen[test] += 1
+        status = TestStatus.FAILED if case.get("err") else \
+            TestStatus.PASSED if "duration" in case else TestStatus.SKIPPED
+        _record(results, test if seen[test] == 1 else f"{test} ({seen[test]})", status)
     tests = {_mocha_id(case) for case in report.get("tests") or []}
     for case in report.get("failures") or []:
         if _mocha_id(case) not in tests:

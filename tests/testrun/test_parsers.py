@@ -408,13 +408,16 @@ describe('hooked', () => {
   it('never runs', () => {});
 });
 it('top level', () => {});
+describe('twice', () => { it('same title', () => {}); });
+describe('twice', () => { it('same title', () => { throw new Error('the second'); }); });
 """}, "npx mocha --reporter json mocha/a.spec.js")
     results = parse_log("mocha", log)
     assert results == {"a.spec.js::top level": P, "a.spec.js::math adds": P, "a.spec.js::math breaks": F,
                        "a.spec.js::math skipped": S, "a.spec.js::math pending": S,
                        "a.spec.js::math inner deep # hash": P,
-                       'a.spec.js::hooked "before all" hook for "never runs"': E}
-    assert code == 2  # mocha exits with the number of failures
+                       'a.spec.js::hooked "before all" hook for "never runs"': E,
+                       "a.spec.js::twice same title": P, "a.spec.js::twice same title (2)": F}
+    assert code == 3  # mocha exits with the number of failures
     assert_checked("mocha", log, results, code)
 
 
