@@ -344,7 +344,7 @@ def _by_rules(analysis: RepoAnalysis, workdir: Path, when: datetime, backend: st
         try:
             spec = attempt(analysis)
         except (InstallError, DiscoveryError, ValidateError) as exc:
-            said = _since(log, started)
+            said = f"{_since(log, started)}\n{exc.message}"  # the attempt's log and how it ended
             offline = unreachable_registry(recipe.registry, analysis, workdir, exc.message, said) \
                 if isinstance(exc, InstallError) else ""
             exc.message = offline or "; ".join([exc.message, *(line for line in cause(said)

@@ -10,6 +10,7 @@ satisfied, and the launch goes on without the bound, saying so in the EnvSpec an
 from __future__ import annotations
 
 import io
+import json
 import shutil
 import subprocess
 import tarfile
@@ -294,3 +295,17 @@ def test_the_runner_runs_as_the_project_runs_it(make_repo, tmp_path: Path, env_c
     variables and node options, and without the linter before it."""
     spec = _launch(make_repo("runs", files, NOW), tmp_path / "out", "local", env_cache)
     assert (spec.test_command, spec.test_status) == (command, statuses)
+
+
+def test_a_build_script_the_tests_do_not_need_is_left_out_when_it_fails(make_repo, tmp_path: Path, env_cache: Path,
+                                                                      npm_env: dict) -> None:
+    """`build` runs because it is there; when it fails (a bundler of another era) and the tests
+    pass without it, the environment does without it, and says so."""
+    scripts = {"build": 'node -e "process.exit(3)"', "test": "node --test test/"}
+    files = {"package.json": json.dumps({"name": "built", "version": "1.0.0", "scripts": scripts}),
+             "test/a.test.js": "const test = require('node:test');\ntest('runs from source', () => {});\n"}
+    spec = _launch(make_repo("built", files, NOW), tmp_path / "out", "local", env_cache)
+    assert spec.test_status == {"runs from source": P}
+    assert "npm run build" not in " ".join(spec.rebuild_commands)
+    assert len(spec.attempts) == 1 and "`npm run build` exited with 3" in spec.attempts[0], spec.attempts
+    assert "trying again with no build script" in (tmp_path / "out" / "build.log").read_text()

@@ -49,7 +49,11 @@ _SCRIPT_PATH = re.compile(r"^npm (?:error|ERR!) path \S*/node_modules/(\S+)$", r
 _SCRIPT_COMMAND = re.compile(r"^npm (?:error|ERR!) command sh -c (.+)$", re.MULTILINE)
 """npm's lines naming a failed lifecycle script: the package's directory, the script's command."""
 LEGACY_PEERS, OMIT_OPTIONAL, LEGACY_OPENSSL = "--legacy-peer-deps", "no optional dependencies", "OpenSSL's legacy provider"
-"""The npm adaptations by name (`NodeRecipe.adaptations`)."""
+NO_BUILD = "no build script"
+"""The npm adaptations by name (`NodeRecipe.adaptations`); the last: the tests may not need the
+`build` script that failed (it was run because it is there, not because a test asked for it)."""
+BUILD_SCRIPT = "npm run build"
+_BUILD_FAILED = re.compile(rf"`{BUILD_SCRIPT}` exited with \d+")
 _ERESOLVE = re.compile(r"^npm (?:error|ERR!) code ERESOLVE$", re.MULTILINE)
 _OTHER_PLATFORM = re.compile(r"^npm (?:error|ERR!) (?:code EBADPLATFORM|notsup .*|.*Unsupported platform for \S+)$",
                              re.MULTILINE)
@@ -215,7 +219,7 @@ class NodeRecipe(LanguageRecipe):
                 out.note("package.json", line)
             out.note("package.json", f"tests run by {out.log_parser}: {out.test_command}")
         if "build" in scripts:
-            out.rebuild_commands = ["npm run build"]  # npm runs any manager's scripts; only npm is on the PATH
+            out.rebuild_commands = [BUILD_SCRIPT]  # npm runs any manager's scripts; only npm is on the PATH
         candidates = newest(NODE_LTS, when)
         wanted = ""
         for file in (".nvmrc", ".node-version"):
@@ -250,8 +254,9 @@ class NodeRecipe(LanguageRecipe):
         if npm and path and command:
             found.append(Adaptation(name="no dependency's install scripts",
                                     cause=f"{path.group(1)}: {command.group(1).strip()}"))
-        for name, pattern in ((LEGACY_PEERS, _ERESOLVE), (OMIT_OPTIONAL, _OTHER_PLATFORM), (LEGACY_OPENSSL, _OPENSSL3)):
-            if (npm or name == LEGACY_OPENSSL) and (match := pattern.search(said)):
+        for name, pattern in ((LEGACY_PEERS, _ERESOLVE), (OMIT_OPTIONAL, _OTHER_PLATFORM), (LEGACY_OPENSSL, _OPENSSL3),
+                              (NO_BUILD, _BUILD_FAILED)):
+            if (npm or name in (LEGACY_OPENSSL, NO_BUILD)) and (match := pattern.search(said)):
                 found.append(Adaptation(name=name, cause=match.group(0).strip()))
         return found + super().adaptations(analysis, said)
 
@@ -262,6 +267,8 @@ class NodeRecipe(LanguageRecipe):
         if flag:
             update["install_commands"] = [f"{c} {flag}" if re.match(r"npm (?:ci|install)\b", c) and flag not in c else c
                                           for c in analysis.install_commands]
+        elif adaptation.name == NO_BUILD:
+            update["rebuild_commands"] = [c for c in analysis.rebuild_commands if c != BUILD_SCRIPT]
         elif adaptation.name == LEGACY_OPENSSL:
             prefix = f"NODE_OPTIONS={OPENSSL_LEGACY_OPTION} "
             update = {"install_commands": [prefix + c for c in analysis.install_commands],
