@@ -237,36 +237,38 @@ def _run_all_matches(pattern: str, name: str) -> bool:
 
 
 class _Search:
-    """Depth-first walk of the scripts: the first runner on a path, the scripts it went through."""
+    """Depth-first walk of the scripts, in the order the shell runs them: every runner invocation
+    reached (`found`), each with the scripts it went through."""
 
     def __init__(self, scripts: dict[str, str]) -> None:
         self.scripts = scripts
         self.read: list[str] = []
         self.passed_over: list[str] = []
         self.problems: list[str] = []
+        self.found: list[tuple[RunnerInvocation, list[str]]] = []
 
-    def script(self, name: str, extra: list[str], env: list[str], path: list[str]) -> RunnerInvocation | None:
-        """The runner script `name` (with `extra` appended, as npm and yarn append it) reaches;
-        on success `path` holds the scripts from `name` down."""
+    def script(self, name: str, extra: list[str], env: list[str], path: list[str], workdir: str,
+               dropped: list[str]) -> None:
+        """The runners script `name` (with `extra` appended, as npm and yarn append it) reaches."""
         if name in path:
             self.problems.append(f"cycle {' -> '.join([*path, name])} not followed")
-            return None
+            return
         if len(path) > MAX_DEPTH or len(self.read) >= MAX_SCRIPTS:
             self.problems.append(f"{name} not followed: deeper than {MAX_DEPTH} or past {MAX_SCRIPTS} scripts")
-            return None
+            return
         self.read.append(name)
         try:
             segments = _segments(" ".join([self.scripts[name], *extra]))
         except ValueError as error:
             self.problems.append(f"{name}: {error}")
-            return None
-        path.append(name)
-        found = self.commands(segments, env, path)
-        if not found:
-            path.pop()
-        return found
+            return
+        before = len(self.found)
+        self.commands(segments, env, [*path, name])
+        for invocation, _ in self.found[before:]:
+            invocation.workdir = invocation.workdir or workdir
+            invocation.dropped[:0] = dropped
 
-    def commands(self, segments: list[list[_Word]], env: list[str], path: list[str]) -> RunnerInvocation | None:
+    def commands(self, segments: list[list[_Word]], env: list[str], path: list[str]) -> None:
         env = list(env)
         workdir = ""
         for words in segments:
@@ -282,10 +284,8 @@ class _Search:
             for name in call[0] if call else []:
                 if name not in self.scripts:
                     self.problems.append(f"script {name} is not in package.json")
-                elif found := self.script(name, call[1], [*env, *command.env], path):
-                    found.workdir = found.workdir or workdir
-                    found.dropped[:0] = command.dropped
-                    return found
+                else:
+                    self.script(name, call[1], [*env, *command.env], path, workdir, command.dropped)
             if call:
                 continue
             start = _starts(words[command.index:]) if command else None
@@ -295,22 +295,29 @@ class _Search:
             runner, args_at = start
             args = _runner_args(words[command.index + args_at:], command.dropped)
             started = words[command.index:command.index + args_at] + args
-            return RunnerInvocation(runner=runner, command=" ".join(w.raw for w in started),
-                                    args=[w.raw for w in args], env=[*env, *command.env], workdir=workdir,
-                                    dropped=command.dropped)
-        return None
+            self.found.append((RunnerInvocation(runner=runner, command=" ".join(w.raw for w in started),
+                                                args=[w.raw for w in args], env=[*env, *command.env],
+                                                workdir=workdir, dropped=list(command.dropped)), path))
+
+
+def _selects_files(invocation: RunnerInvocation) -> bool:
+    """Whether the runner is given files or directories of its own (`test/unit/`, `*.spec.js`)."""
+    return any(not arg.startswith("-") and ("/" in arg or "*" in arg or re.search(r"\.[cm]?[jt]sx?$", arg))
+               for arg in invocation.args)
 
 
 def follow_test_script(scripts: dict[str, str], start: str = "test") -> ScriptTrace:
     """The runner invocation `npm run <start>` reaches, following other scripts only where they
-    lead to a runner: the first part, in the order the shell runs them, that starts a known runner
-    wins; parts that start none (lint, build, type checks) are passed over."""
+    lead to a runner; parts that start none (lint, build, type checks) are passed over. Of the
+    invocations reached, in the order the shell runs them, the first that selects no files of its
+    own (the whole suite, as a script that runs a few files under other settings and then the rest
+    has it), else the first."""
     if start not in scripts:
         return ScriptTrace(reason=f"package.json has no script {start!r}")
     search = _Search(scripts)
-    trail: list[str] = []
-    found = search.script(start, [], [], trail)
-    if found:
+    search.script(start, [], [], [], "", [])
+    if search.found:
+        found, trail = next((item for item in search.found if not _selects_files(item[0])), search.found[0])
         return ScriptTrace(invocation=found, trail=trail, passed_over=search.passed_over)
     commands = "; ".join(search.passed_over) or "none"
     said = f"no known test runner in scripts {', '.join(search.read)} (their commands: {commands})"

@@ -30,6 +30,11 @@ EXPRESS = "mocha --require test/support/env --reporter spec --bail --check-leaks
 # (name, scripts, expected command, env, trail)
 FOLLOWED = [
     ("express: the runner itself", {"test": EXPRESS}, EXPRESS, [], ["test"]),
+    ("a few files under other settings, then the whole suite: the whole suite",
+     {"test": "TZ=Pacific/Auckland npm run test-tz && npm run test-tz && jest", "test-tz": "jest test/timezone.test"},
+     "jest", [], ["test"]),
+    ("two parts each with files of their own: the first",
+     {"test": "mocha test/unit && mocha test/integration"}, "mocha test/unit", [], ["test"]),
     ("lint first, then the unit script behind cross-env",
      {"test": "npm run lint && npm run test:unit", "lint": "eslint . && prettier --check .",
       "test:unit": "cross-env NODE_ENV=test jest --bail src"},
