@@ -80,12 +80,7 @@ def main() -> int:
     grading = [r["report"]["duration_s"] for r in gold.values() if r.get("report", {}).get("duration_s")]
     print(f"environments: {built} built, {reused} reused; build median {statistics.median(cold or [0]):.0f}s; "
           f"grading median {statistics.median(grading or [0]):.1f}s; wall: gold {gold_s:.0f}s, empty {empty_s:.0f}s")
-    for iid, result in sorted(gold.items()):
-        if not result["resolved"]:
-            print(f"not resolved: {iid}: {result['status']}: {(result['error'] or result['report'].get('error', ''))[:300]}")
-    for iid, result in sorted(empty.items()):
-        if result["resolved"]:
-            print(f"empty resolved: {iid}")
+    swebench.print_misses(gold, empty)
     gold_resolved = sum(r["resolved"] for r in gold.values())
     empty_resolved = sum(r["resolved"] for r in empty.values())
     print(f"RESULT gold_resolved={gold_resolved} gold_total={len(gold)} empty_resolved={empty_resolved} "

@@ -56,6 +56,16 @@ def _environments(run: Path) -> tuple[list[float], int, int]:
     return seconds, built, reused
 
 
+def print_misses(gold: dict[str, dict], empty: dict[str, dict]) -> None:
+    """Every instance gold does not resolve, with its reason, and every one empty resolves."""
+    for iid, result in sorted(gold.items()):
+        if not result["resolved"]:
+            print(f"not resolved: {iid}: {result['status']}: {(result['error'] or result['report'].get('error', ''))[:300]}")
+    for iid, result in sorted(empty.items()):
+        if result["resolved"]:
+            print(f"empty resolved: {iid}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--suite", type=Path, default=DEFAULT_SUITE)
@@ -94,12 +104,7 @@ def main() -> int:
     print(f"grading median {statistics.median(grading or [0]):.1f}s per instance; warm instance beyond its test run: "
           f"median {statistics.median(beyond_tests or [0]):.1f}s (SWE-bench's harness: about 77 s)")
     print(f"wall: gold {gold_s:.0f}s, empty {empty_s:.0f}s")
-    for iid, result in sorted(gold.items()):
-        if not result["resolved"]:
-            print(f"not resolved: {iid}: {result['status']}: {(result['error'] or result['report'].get('error', ''))[:300]}")
-    for iid, result in sorted(empty.items()):
-        if result["resolved"]:
-            print(f"empty resolved: {iid}")
+    print_misses(gold, empty)
     gold_resolved = sum(r["resolved"] for r in gold.values())
     offline = sorted(iid for iid, r in gold.items() if r["status"] == "needs_network")
     print(f"not scorable offline (every FAIL_TO_PASS test needs the network, the reference patch's run "
