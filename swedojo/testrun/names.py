@@ -24,7 +24,9 @@ specific first):
 A name that a rule matches to several ids names them all, and its status is the worst of theirs,
 as `testrun.ids` does for a bare function name: the benchmark's parser read those tests under the
 one name, so it merged them too (a title that two suites share, a file's tests). jest's ids of a
-test named as one before it (`title (2)`) are compared without the counter. Our jest and mocha
+test named as one before it (`title (2)`) are compared without the counter, and every title with
+its white space runs made one space and its ends stripped (a log line loses a title's trailing
+space). Our jest and mocha
 ids keep a file's name alone, so two files of one name (`test/timezone.test.js` and
 `test/plugin/timezone.test.js`) are one file to rules 3 and 5. Rules that depend on
 the parser are keyed by the parser's name (`EnvSpec.log_parser`), never by repository. A name no
@@ -85,7 +87,13 @@ def _cut(test_id: str, parser: str) -> _Id:
         file, title = "", test_id
     if parser in _COUNTED_PARSERS:
         title = _DUPLICATE_COUNTER.sub("", title)
-    return _Id(test_id, file, title)
+    return _Id(test_id, file, _spaced(title))
+
+
+def _spaced(text: str) -> str:
+    """`text` with its runs of white space made one space and its ends stripped: a benchmark's
+    parser reads a title out of a log line, where a title's trailing space is lost."""
+    return " ".join(text.split())
 
 
 def _same_file(listed: str, file: str) -> bool:
@@ -127,7 +135,7 @@ def match_listed(listed: Sequence[str], seen: Iterable[str], parser: str = "") -
     separator = TITLE_SEPARATORS.get(parser, "")
     result = NameMatch()
     for name in dict.fromkeys(listed):
-        found = ("exact", [name]) if name in known else _match_one(name, ids, separator)
+        found = ("exact", [name]) if name in known else _match_one(_spaced(name), ids, separator)
         if found is None:
             result.unmatched.append(name)
         else:

@@ -106,3 +106,11 @@ def test_names_are_matched_once_in_listed_order():
     found = match_listed(["x", "format-test", "x"], ["format-test"], "ctest")
     assert found.unmatched == ["x"]
     assert found.matched == {"format-test": ListedMatch(rule="exact", ids=["format-test"])}
+
+
+def test_a_title_is_matched_whatever_its_trailing_white_space() -> None:
+    """The source's title `'should contain app settings '` ends with a space; a benchmark's parser,
+    reading it from a log line, lists it without."""
+    seen = ["app.locals.js::app.locals .settings should contain app settings "]
+    found = match_listed(["should contain app settings"], seen, "mocha")
+    assert found.unmatched == [] and found.matched["should contain app settings"].ids == seen
