@@ -282,6 +282,14 @@ def _json_report(log: str, key: str = "testResults") -> dict[str, Any] | None:
     return None
 
 
+def _js_string(value: Any) -> str:
+    """A title as JavaScript's String() makes it: old jest reports a `describe` given an array
+    (or a number) with that value, not a string."""
+    if isinstance(value, list):
+        return ",".join(_js_string(item) for item in value)
+    return "" if value is None else value if isinstance(value, str) else json.dumps(value)
+
+
 def parse_jest(log: str) -> dict[str, TestStatus]:
     """`jest --json` (vitest's `--reporter=json` writes the same shape). A test named as one before
     it (the same titles, or files of one name in two directories) is `id (2)`, `id (3)`, in the
@@ -299,7 +307,8 @@ def parse_jest(log: str) -> dict[str, TestStatus]:
         if not assertions and suite.get("status") == "failed":
             _record(results, file, TestStatus.ERROR)  # the file failed to load: no test ran
         for case in assertions:
-            test = f"{file}::{' > '.join([*case.get('ancestorTitles', []), case.get('title', '')])}"
+            titles = [*case.get("ancestorTitles") or [], case.get("title", "")]
+            test = f"{file}::{' > '.join(map(_js_string, titles))}"
             seen[test] += 1
             _record(results, test if seen[test] == 1 else f"{test} ({seen[test]})",
                     statuses.get(case.get("status"), TestStatus.ERROR))

@@ -10,6 +10,7 @@ by cmd/test2json and the automake manual.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -519,3 +520,14 @@ def test_a_tap_stream_cut_short_is_caught_by_its_plan() -> None:
     log = "TAP version 13\n1..3\nok 1 - first\n# tests 3\n"
     with pytest.raises(SummaryMismatchError, match="counts 3 tests, parser 'tap' read 1"):
         check_summary("tap", log, parse_log("tap", log))
+
+
+def test_jest_titles_that_are_not_strings_read_as_javascript_prints_them() -> None:
+    """Old jest reports a `describe` given an array or a number with that value: the id spells it
+    as JavaScript's String() does, rather than the parse failing."""
+    report = {"numTotalTests": 2, "numPassedTests": 2, "numFailedTests": 0, "numPendingTests": 0,
+              "testResults": [{"name": "/repo/test/a.test.js", "status": "passed", "assertionResults": [
+                  {"ancestorTitles": [["en", "fr"], 7], "title": "formats", "status": "passed"},
+                  {"ancestorTitles": None, "title": "alone", "status": "passed"}]}]}
+    log = "noise before\n" + json.dumps(report) + "\n"
+    assert parse_log("jest", log) == {"a.test.js::en,fr > 7 > formats": P, "a.test.js::alone": P}
