@@ -307,7 +307,7 @@ def parse_jest(log: str) -> dict[str, TestStatus]:
         if not assertions and suite.get("status") == "failed":
             _record(results, file, TestStatus.ERROR)  # the file failed to load: no test ran
         for case in assertions:
-            titles = [*case.get("ancestorTitles") or [], case.get("title", "")]
+            titles = [*(case.get("ancestorTitles") or []), case.get("title", "")]
             test = f"{file}::{' > '.join(map(_js_string, titles))}"
             seen[test] += 1
             _record(results, test if seen[test] == 1 else f"{test} ({seen[test]})",
