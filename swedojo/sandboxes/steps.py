@@ -17,7 +17,7 @@ IDLE_S = 600.0
 CAP_S = 4 * 3600.0
 """The longest any step may run, printing or not."""
 POLL_S = 2
-"""How often the step's output is looked at."""
+"""How often the watchdog looks at the step's output (the step's end is noticed at once)."""
 
 
 def run_step(sandbox: Sandbox, command: str, *, idle_s: float = IDLE_S, cap_s: float = CAP_S) -> ExecResult:
@@ -28,16 +28,17 @@ def run_step(sandbox: Sandbox, command: str, *, idle_s: float = IDLE_S, cap_s: f
     stalled = f"[stopped: no output for {int(idle_s)}s]"
     script = "\n".join([
         f"{{ setsid bash -c {shlex.quote(command)} > {log} 2>&1 < /dev/null & }} 2>/dev/null; __sd_pid=$!",  # no job notice
-        "__sd_last=-1; __sd_since=$SECONDS; __sd_nap=0.05",  # short steps return at once, long ones are polled
-        "while kill -0 $__sd_pid 2>/dev/null; do",
-        f"  sleep $__sd_nap; [ $__sd_nap = {POLL_S} ] || __sd_nap=$(case $__sd_nap in 0.05) echo 0.2;; 0.2) echo 1;; "
-        f"*) echo {POLL_S};; esac)",
-        f"  __sd_size=$(stat -c %s {log} 2>/dev/null || echo 0)",
+        # a watchdog beside it stops it when its log stops growing; `wait` returns as soon as it ends
+        "{ ( __sd_last=-1; __sd_since=$SECONDS; while kill -0 $__sd_pid 2>/dev/null; do",
+        f"  sleep {POLL_S}; __sd_size=$(stat -c %s {log} 2>/dev/null || echo 0)",
         "  if [ \"$__sd_size\" != \"$__sd_last\" ]; then __sd_last=$__sd_size; __sd_since=$SECONDS; fi",
-        f"  if [ $((SECONDS - __sd_since)) -ge {int(idle_s)} ]; then kill -TERM -- -$__sd_pid 2>/dev/null; sleep 1; "
-        f"kill -KILL -- -$__sd_pid 2>/dev/null; echo {shlex.quote(stalled)} >> {log}; fi",
-        "done",
-        f"wait $__sd_pid; __sd_rc=$?; cat {log}; rm -f {log}; (exit $__sd_rc)",
+        (f"  if [ $((SECONDS - __sd_since)) -ge {int(idle_s)} ]; then echo {shlex.quote(stalled)} >> {log}; "
+         "kill -TERM -- -$__sd_pid 2>/dev/null; sleep 1; kill -KILL -- -$__sd_pid 2>/dev/null; break; fi"),
+        "done ) & } 2>/dev/null; __sd_dog=$!; disown $__sd_dog 2>/dev/null",
+        "wait $__sd_pid; __sd_rc=$?",
+        (f"if [ \"$(tail -n 1 {log})\" = {shlex.quote(stalled)} ]; then while kill -0 $__sd_dog 2>/dev/null; "
+         "do sleep 0.1; done; else kill $__sd_dog 2>/dev/null; fi"),
+        f"cat {log}; rm -f {log}; (exit $__sd_rc)",
     ])
     result = sandbox.exec(script, timeout=cap_s)
     if result.output.rstrip().endswith(stalled):
