@@ -67,8 +67,10 @@ class BuildFailure(BaseModel):
 
     def __str__(self) -> str:
         how = "timed out" if self.exit_code is None else f"exited {self.exit_code}"
-        lines = [line for line in self.evidence.splitlines() if re.search(r"error|undefined", line, re.IGNORECASE)]
-        return f"the build (`{self.command}`) {how}: " + (" | ".join(lines[-3:]) or self.evidence[-300:].strip())
+        lines = self.evidence.splitlines()
+        compiler = [line for line in lines if re.search(r"\berror:|undefined reference", line)]  # gcc, clang, ld
+        other = [line for line in lines if re.search(r"error", line, re.IGNORECASE)]
+        return f"the build (`{self.command}`) {how}: " + (" | ".join((compiler or other)[-3:]) or self.evidence[-300:].strip())
 
 
 class SuiteRun(BaseModel):
