@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 from pydantic import BaseModel, Field
 
+from swedojo.repolaunch.analysis import read_text
 from swedojo.testrun.command import is_simple
 
 JS_RUNNERS = frozenset({"mocha", "jest", "vitest", "ava", "tap", "tape", "uvu", "jasmine", "karma", "lab"})
@@ -430,13 +431,6 @@ PYTEST_UNDO = ["--maxfail=0"]
 import mode, markers)."""
 
 
-def _text(path: Path) -> str:
-    try:
-        return path.read_text(errors="replace")
-    except OSError:
-        return ""
-
-
 def _pytest_addopts(name: str, text: str) -> list[str] | None:
     """The `addopts` words of one of pytest's configuration files; None: pytest does not read it
     (no pytest section) or cannot."""
@@ -464,7 +458,7 @@ def pytest_config_fail_fast(root: Path) -> ConfigFailFast | None:
     `root`, with `--maxfail=0` to undo it; None when that file has none (or there is no file)."""
     for name in PYTEST_CONFIG_FILES:
         path = root / name
-        addopts = _pytest_addopts(name, _text(path)) if path.is_file() else None
+        addopts = _pytest_addopts(name, read_text(path)) if path.is_file() else None
         if addopts is not None:
             _, found = strip_fail_fast(shlex.join(["pytest", *addopts]))
             return ConfigFailFast(file=name, found=found, override=PYTEST_UNDO) if found else None
@@ -480,7 +474,7 @@ _BAIL_ON = re.compile(r"""(?<![\w-])["']?bail["']?\s*:\s*(?:true|yes|on|[1-9]\d*
 
 def _package_key(root: Path, key: str) -> dict[str, object]:
     try:
-        value = json.loads(_text(root / "package.json") or "{}").get(key)
+        value = json.loads(read_text(root / "package.json") or "{}").get(key)
     except (json.JSONDecodeError, AttributeError):
         return {}
     return value if isinstance(value, dict) else {}
@@ -498,11 +492,11 @@ def mocha_config_bail(root: Path, mocha_version: str = "", config: str = "") -> 
     mocha before 6 rejects `--no-bail`, and an unknown version is taken as one of those."""
     rc = [config] if config else [name for name in MOCHA_CONFIG_FILES if (root / name).is_file()][:1]
     for name in rc:
-        if found := _BAIL_ON.search(_text(root / name)):
+        if found := _BAIL_ON.search(read_text(root / name)):
             return ConfigFailFast(file=name, found=[found.group()], override=["--no-bail"])
     if _package_key(root, "mocha").get("bail") is True:
         return ConfigFailFast(file="package.json", found=['"mocha": {"bail": true}'], override=["--no-bail"])
-    opts = _text(root / "test" / "mocha.opts").split()
+    opts = read_text(root / "test" / "mocha.opts").split()
     if found_opts := [word for word in opts if word in ("--bail", "-b")]:
         major = _major(mocha_version)
         override = ["--no-bail"] if major is not None and major >= 6 else []
@@ -519,7 +513,7 @@ def jest_config_bail(root: Path, config: str = "") -> ConfigFailFast | None:
                               override=["--no-bail"])
     names = [config] if config else [name for name in JEST_CONFIG_FILES if (root / name).is_file()][:1]
     for name in names:
-        if found := _BAIL_ON.search(_text(root / name)):
+        if found := _BAIL_ON.search(read_text(root / name)):
             return ConfigFailFast(file=name, found=[found.group()], override=["--no-bail"])
     return None
 

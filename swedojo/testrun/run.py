@@ -146,11 +146,17 @@ def run_command(sandbox: Sandbox, spec: EnvSpec, command: str, timeout_s: float 
                     timed_out=result.timed_out, duration_s=result.duration_s, exact=exact, log=log)
 
 
+def _in_work_tree(sandbox: Sandbox, spec: EnvSpec, command: str) -> str:
+    """`command` with the spec's variables and in the work tree: the agent's shell may be elsewhere,
+    with other variables."""
+    exports = "".join(f"export {k}={shlex.quote(v)}; " for k, v in sorted(spec.env_vars.items()))
+    return f"{exports}cd {shlex.quote(sandbox.workdir)} && {command}"
+
+
 def _redirected(sandbox: Sandbox, spec: EnvSpec, command: str, target: str, agent_shell: bool) -> str:
     """`command` with its output sent to the file `target` (quoted)."""
     if agent_shell:
-        exports = "".join(f"export {k}={shlex.quote(v)}; " for k, v in sorted(spec.env_vars.items()))
-        return f"( {exports}cd {shlex.quote(sandbox.workdir)} && {command}\n) > {target} 2>&1"
+        return f"( {_in_work_tree(sandbox, spec, command)}\n) > {target} 2>&1"
     if is_simple(command):
         return f"{command} > {target} 2>&1"
     return f"( {command}\n) > {target} 2>&1"  # a subshell keeps every part's output, and an `exit` in it, to itself
@@ -161,9 +167,8 @@ def _build(sandbox: Sandbox, spec: EnvSpec, timeout_s: float, agent_shell: bool)
     build older than the code: None when it succeeded, else what failed. The build runs as long
     as it makes progress (`steps.run_step`), at most `timeout_s`."""
     command = spec.build_command
-    if agent_shell:  # the agent's shell may be elsewhere, with other variables
-        exports = "".join(f"export {k}={shlex.quote(v)}; " for k, v in sorted(spec.env_vars.items()))
-        command = f"{exports}cd {shlex.quote(sandbox.workdir)} && {command}"
+    if agent_shell:
+        command = _in_work_tree(sandbox, spec, command)
     result = run_step(sandbox, command, cap_s=timeout_s)
     if result.ok:
         return None
