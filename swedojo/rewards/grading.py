@@ -44,6 +44,8 @@ from swedojo.testrun.patches import (
     restore_infrastructure,
 )
 from swedojo.testrun.run import (
+    EXIT_STATUS_PARSERS,
+    WHOLE_SUITE,
     LogTooLargeError,
     SuiteRun,
     TestRunError,
@@ -102,6 +104,8 @@ def grade_in_sandbox(sandbox: Sandbox, env: Environment, instance: TaskInstance,
         report.fail_to_pass = dict.fromkeys(instance.FAIL_TO_PASS)
         report.pass_to_pass = dict.fromkeys(instance.PASS_TO_PASS)
         return report
+    if WHOLE_SUITE in tests and WHOLE_SUITE not in result.statuses and env.spec.log_parser in EXIT_STATUS_PARSERS:
+        result.statuses[WHOLE_SUITE] = result.whole_suite()  # the command's verdict, asked for by name
     report.test_output = swebench_log(result, TEST_TIMEOUT_S)
     provided = patch_files(instance.patch) + test_files
     named = _named(result.statuses, tests, env.spec.log_parser)

@@ -726,6 +726,25 @@ def summary_automake(log: str) -> Counts | None:
                   xfailed=found.get("XFAIL", 0), xpassed=found.get("XPASS", 0))
 
 
+# --- a Makefile's test target -------------------------------------------------------------------
+
+def parse_make(log: str) -> dict[str, TestStatus]:
+    """`make test` of a plain Makefile runs what the project wrote: TAP streams (`prove`, programs
+    that print TAP) and automake-style "PASS: name" lines are both read. A run that prints neither
+    is one test, the command itself (`testrun.run.WHOLE_SUITE`)."""
+    results = parse_tap(log)
+    for test, status in parse_automake(log).items():
+        _record(results, test, status)
+    return results
+
+
+def summary_make(log: str) -> Counts | None:
+    """automake's closing block where there is one, else TAP's plan when only TAP was printed."""
+    if (found := summary_automake(log)) is not None:
+        return found
+    return summary_tap(log) if not parse_automake(log) else None
+
+
 # --- unittest (-v; Django's runner and other scripts built on it print the same) ----------------
 
 _UNITTEST_TEST = re.compile(r"^(\w+) \(([\w.]+)\)")
@@ -797,6 +816,7 @@ PARSERS: dict[str, LogParser] = {
     "ctest": parse_ctest,
     "tap": parse_tap,
     "automake": parse_automake,
+    "make": parse_make,
     "unittest": parse_unittest,
 }
 
@@ -816,6 +836,7 @@ SUMMARIES: dict[str, Callable[[str], Counts | None]] = {
     "ctest": summary_ctest,
     "tap": summary_tap,
     "automake": summary_automake,
+    "make": summary_make,
     "unittest": summary_unittest,
 }
 """Readers of each framework's own totals."""

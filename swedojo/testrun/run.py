@@ -39,6 +39,12 @@ BUILD_EVIDENCE_BYTES = 4_000
 """How much of a failed build's output is kept as its evidence (the compiler's last lines)."""
 DEFAULT_TIMEOUT_S = 900.0
 """Time one test command may take unless the caller says otherwise."""
+WHOLE_SUITE = "all tests"
+"""The id of the test command itself, passed when it exits 0: the one result of a harness whose
+runs print no per-test line (`make test` running programs that only exit non-zero on failure), and
+what a listed name of this form asks for whatever else the log holds (Multi-SWE-bench's name)."""
+EXIT_STATUS_PARSERS = frozenset({"make"})
+"""Parsers of harnesses whose exit status is a result of its own when no per-test line was printed."""
 
 
 class LogTooLargeError(TestRunError):
@@ -99,6 +105,10 @@ class SuiteRun(BaseModel):
     def passed(self, test: str) -> bool:
         return passed(self.statuses.get(test))
 
+    def whole_suite(self) -> TestStatus:
+        """The command's own verdict (`WHOLE_SUITE`): passed when it finished with exit 0."""
+        return TestStatus.PASSED if self.exit_code == 0 and not self.timed_out else TestStatus.FAILED
+
     def failing(self) -> list[str]:
         """Tests that ran and did not pass (skipped ones aside), sorted."""
         return sorted(t for t, s in self.statuses.items() if not passed(s) and s != TestStatus.SKIPPED)
@@ -142,8 +152,11 @@ def run_command(sandbox: Sandbox, spec: EnvSpec, command: str, timeout_s: float 
         except (OSError, SandboxError) as exc:
             raise LogUnreadableError(f"the test log could not be read: {exc}") from exc
     log = data.decode("utf-8", errors="replace").replace(f"{sandbox.workdir}/", "")
-    return SuiteRun(command=command, statuses=parse_log(spec.log_parser, log), exit_code=result.exit_code,
-                    timed_out=result.timed_out, duration_s=result.duration_s, exact=exact, log=log)
+    run = SuiteRun(command=command, statuses=parse_log(spec.log_parser, log), exit_code=result.exit_code,
+                   timed_out=result.timed_out, duration_s=result.duration_s, exact=exact, log=log)
+    if not run.statuses and spec.log_parser in EXIT_STATUS_PARSERS:
+        run.statuses = {WHOLE_SUITE: run.whole_suite()}
+    return run
 
 
 def _in_work_tree(sandbox: Sandbox, spec: EnvSpec, command: str) -> str:

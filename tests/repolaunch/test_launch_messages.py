@@ -63,7 +63,7 @@ def test_a_parse_that_cannot_account_for_the_runners_summary_fails_validation(ma
     """A TAP runner that plans 3 tests and reports 2 (its third result line is not TAP): no guess."""
     runner = C_OK["runner.c"].replace(r"1..1\nok 1 - fine\n", r"1..3\nok 1 - fine\nok 2 - also\nthird: ok\n")
     text = _failure(_launch(make_repo("short", {**C_OK, "runner.c": runner}, DATE), tmp_path / "out", "local", env_cache))
-    assert "launch failed at stage validate: test run 1: the runner's own summary counts 3 tests, parser 'tap' read 2" \
+    assert "launch failed at stage validate: test run 1: the runner's own summary counts 3 tests, parser 'make' read 2" \
         in text, text
     assert "per-test results would be guesses" in text
     assert "third: ok" in (tmp_path / "out" / "build.log").read_text()

@@ -197,7 +197,7 @@ def test_c_projects(tmp_path: Path) -> None:
     })
     a = analyse(make)
     assert (a.language, a.build_system, a.rebuild_commands, a.test_command, a.log_parser) == \
-        ("c", "make", ["make -j2"], "make check", "tap")
+        ("c", "make", ["make -j2"], "make check", "make")
     cmake = write_tree(tmp_path / "cmake", {
         "CMakeLists.txt": "project(x CXX)\nenable_testing()\nadd_test(NAME t COMMAND t)\n",
         "src/main.cpp": "int main() {}\n",

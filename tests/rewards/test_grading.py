@@ -114,9 +114,10 @@ def test_bare_function_names_are_read_from_the_test_patch_files(tmp_path):
 
 
 def test_a_benchmarks_own_names_are_matched_by_rule_and_those_that_match_nothing_are_named(tmp_path):
-    """Multi-SWE-bench lists `FILE:TITLE`, a file for its whole result, and `all tests` (one
-    repository's parser's name for the whole run): the first two are matched to pytest's ids by
-    `testrun.names`, the last matches nothing, counts as failed and is named."""
+    """Multi-SWE-bench lists `FILE:TITLE`, a file for its whole result, and `all tests` (its name
+    for a whole `make test` run): the first two are matched to pytest's ids by `testrun.names`; the
+    last is a make harness's exit status (`test_make_harness.py`), and under pytest, which runs the
+    test patch's files, it matches nothing, counts as failed and is named."""
     mirror, task = make_task_repo(tmp_path)
     task.FAIL_TO_PASS, task.PASS_TO_PASS = ["test_calc.py:test_clamp_high"], ["test_calc.py"]
     env = _env(mirror, task)

@@ -356,9 +356,20 @@ Testsuite summary for demo 1.0
     assert check_counts("automake", log, results, 2) == []
 
 
+def test_make_reads_tap_and_automake_lines_alike() -> None:
+    """`make test` of a plain Makefile runs what the project wrote: both forms are tests."""
+    log = "cc -o pool pool.c\nPASS: testOrder\nFAIL: basic/version.sh\n1..2\nok 1 - first\nnot ok 2 - second\n"
+    results = parse_log("make", log)
+    assert results == {"testOrder": P, "basic/version.sh": F, "first": P, "second": F}
+    assert check_counts("make", log, results, 2) == []
+    tap = "1..3\nok 1 - a\nok 2 - b\n"
+    with pytest.raises(SummaryMismatchError):  # TAP's plan binds when only TAP was printed
+        check_summary("make", tap, parse_log("make", tap))
+
+
 def test_every_parser_is_checked_and_counts_add_up() -> None:
     assert set(PARSERS) == {"pytest", "pytest-junit", "surefire", "gotest", "jest", "vitest", "mocha", "ava",
-                            "node-tap", "tape", "uvu", "cargo", "ctest", "tap", "automake", "unittest"}
+                            "node-tap", "tape", "uvu", "cargo", "ctest", "tap", "automake", "make", "unittest"}
     assert set(PARSERS) == set(SUMMARIES), "every parser is held to its runner's own summary"
     counts = counts_of(PYTEST_EXPECTED)
     assert (counts.total, counts.passed, counts.failed, counts.errors, counts.skipped, counts.xfailed) == \

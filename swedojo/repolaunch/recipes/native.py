@@ -61,7 +61,9 @@ def _c_language(root: Path) -> str:
 
 
 def _make_target(text: str) -> str:
-    for target in ("check", "test"):
+    """`test`, else `check`: where a plain Makefile has both, `check` is most often the quick subset
+    (automake's `check` is read apart, from configure.ac)."""
+    for target in ("test", "check"):
         if re.search(rf"^{target}\s*:", text, re.MULTILINE):
             return target
     return ""
@@ -119,8 +121,9 @@ class NativeRecipe(LanguageRecipe):
         target = _make_target(text)
         out = RepoAnalysis(language=language, build_system="make", dependency_files=["Makefile"],
                            rebuild_commands=["make -j2"], build_command="make -j2",
-                           test_command=f"make {target or 'test'}", log_parser="tap")
-        out.note("Makefile", f"target {target}: output assumed TAP" if target else "no test target found")
+                           test_command=f"make {target or 'test'}", log_parser="make")
+        out.note("Makefile", f"target {target}: TAP or \"PASS: name\" lines, else its exit status"
+                 if target else "no test target found")
         return out
 
     def adaptations(self, analysis: RepoAnalysis, said: str) -> list[Adaptation]:
