@@ -72,6 +72,8 @@ class ScriptTrace(BaseModel):
 
     invocation: RunnerInvocation | None = None
     """The runner's command; None: no followed part starts a known runner (see `reason`)."""
+    invocations: list[RunnerInvocation] = Field(default_factory=list)
+    """Every runner command reached, `invocation` among them, in the order the shell runs them."""
     trail: list[str] = Field(default_factory=list)
     """Scripts followed to the runner, the start one first; when none was found, every script read."""
     passed_over: list[str] = Field(default_factory=list)
@@ -319,7 +321,8 @@ def follow_test_script(scripts: dict[str, str], start: str = "test") -> ScriptTr
     search.script(start, [], [], [], "", [])
     if search.found:
         found, trail = next((item for item in search.found if not _selects_files(item[0])), search.found[0])
-        return ScriptTrace(invocation=found, trail=trail, passed_over=search.passed_over)
+        return ScriptTrace(invocation=found, invocations=[item[0] for item in search.found], trail=trail,
+                           passed_over=search.passed_over)
     commands = "; ".join(search.passed_over) or "none"
     said = f"no known test runner in scripts {', '.join(search.read)} (their commands: {commands})"
     return ScriptTrace(trail=search.read, passed_over=search.passed_over, reason="; ".join([said, *search.problems]))

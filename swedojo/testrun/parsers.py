@@ -269,17 +269,26 @@ def summary_go_test(log: str) -> Counts | None:
 
 # --- jest / vitest JSON reporters ---------------------------------------------------------------
 
-def _json_report(log: str, key: str = "testResults") -> dict[str, Any] | None:
-    """The reporter's JSON object (the first holding `key`), found among whatever else the command printed."""
+def _json_reports(log: str, key: str = "testResults") -> Iterator[dict[str, Any]]:
+    """The reporter's JSON objects (those holding `key`), in order, found among whatever else the
+    command printed: one per invocation of the runner."""
     decoder = json.JSONDecoder()
-    for match in re.finditer(r"\{", log):
+    at = log.find("{")
+    while at >= 0:
         try:
-            value, _ = decoder.raw_decode(log, match.start())
+            value, end = decoder.raw_decode(log, at)
         except json.JSONDecodeError:
-            continue
+            value, end = None, at + 1
         if isinstance(value, dict) and key in value:
-            return value
-    return None
+            yield value
+        else:
+            end = at + 1
+        at = log.find("{", end)
+
+
+def _json_report(log: str, key: str = "testResults") -> dict[str, Any] | None:
+    """The first of `_json_reports`."""
+    return next(_json_reports(log, key), None)
 
 
 def _js_string(value: Any) -> str:
@@ -290,13 +299,7 @@ def _js_string(value: Any) -> str:
     return "" if value is None else value if isinstance(value, str) else json.dumps(value)
 
 
-def parse_jest(log: str) -> dict[str, TestStatus]:
-    """`jest --json` (vitest's `--reporter=json` writes the same shape). A test named as one before
-    it (the same titles, or files of one name in two directories) is `id (2)`, `id (3)`, in the
-    report's order."""
-    report = _json_report(log)
-    if report is None:
-        return {}
+def _jest_report(report: dict[str, Any]) -> dict[str, TestStatus]:
     statuses = {"passed": TestStatus.PASSED, "failed": TestStatus.FAILED, "pending": TestStatus.SKIPPED,
                 "skipped": TestStatus.SKIPPED, "todo": TestStatus.SKIPPED, "disabled": TestStatus.SKIPPED}
     results: dict[str, TestStatus] = {}
@@ -315,19 +318,42 @@ def parse_jest(log: str) -> dict[str, TestStatus]:
     return results
 
 
-def summary_jest(log: str) -> Counts | None:
-    """numTotalTests, numPassedTests, numFailedTests, numPendingTests (+ numTodoTests)."""
-    report = _json_report(log)
-    if report is None:
+def parse_jest(log: str) -> dict[str, TestStatus]:
+    """`jest --json` (vitest's `--reporter=json` writes the same shape). A test named as one before
+    it (the same titles, or files of one name in two directories) is `id (2)`, `id (3)`, in the
+    report's order. Each report (one per invocation: a script may run some files under other
+    settings, then the whole suite) is read on its own; a test in several keeps its worst status."""
+    results: dict[str, TestStatus] = {}
+    for report in _json_reports(log):
+        for test, status in _jest_report(report).items():
+            _record(results, test, status)
+    return results
+
+
+def tally_jest(log: str) -> Counts | None:
+    """Where there are several reports, each one's tests counted in it, summed as the reports' own
+    counts are (None for one report: the parse counts)."""
+    reports = list(_json_reports(log))
+    if len(reports) < 2:
         return None
-    failed_files = sum(1 for suite in report.get("testResults", [])
-                       if suite.get("status") == "failed" and not suite.get("assertionResults"))
-    return Counts(
-        total=report.get("numTotalTests", 0) + failed_files,
-        passed=report.get("numPassedTests", 0),
-        failed=report.get("numFailedTests", 0) + failed_files,
-        skipped=report.get("numPendingTests", 0) + report.get("numTodoTests", 0),
-    )
+    return _counted([status for report in reports for status in _jest_report(report).values()])
+
+
+def summary_jest(log: str) -> Counts | None:
+    """numTotalTests, numPassedTests, numFailedTests, numPendingTests (+ numTodoTests), summed over
+    the reports."""
+    reports = list(_json_reports(log))
+    if not reports:
+        return None
+    total = Counts(total=0, passed=0, failed=0, skipped=0)
+    for report in reports:
+        failed_files = sum(1 for suite in report.get("testResults", [])
+                           if suite.get("status") == "failed" and not suite.get("assertionResults"))
+        total = Counts(total=(total.total or 0) + report.get("numTotalTests", 0) + failed_files,
+                       passed=(total.passed or 0) + report.get("numPassedTests", 0),
+                       failed=(total.failed or 0) + report.get("numFailedTests", 0) + failed_files,
+                       skipped=(total.skipped or 0) + report.get("numPendingTests", 0) + report.get("numTodoTests", 0))
+    return total
 
 
 # --- mocha JSON reporter ------------------------------------------------------------------------
@@ -841,7 +867,7 @@ SUMMARIES: dict[str, Callable[[str], Counts | None]] = {
 }
 """Readers of each framework's own totals."""
 
-TALLIES: dict[str, Callable[[str], Counts]] = {"uvu": tally_uvu, "node-tap": tally_node_tap, "tape": tally_tape}
+TALLIES: dict[str, Callable[[str], Counts | None]] = {"jest": tally_jest, "vitest": tally_jest, "uvu": tally_uvu, "node-tap": tally_node_tap, "tape": tally_tape}
 """For a parser whose ids are not what its framework counts (uvu's are suites, tap and tape count
 assertions): what the log it parsed accounts for, set against the summary instead of its ids."""
 
@@ -867,7 +893,7 @@ def _differences(name: str, log: str, results: dict[str, TestStatus]) -> dict[st
     summary = SUMMARIES[name](log) if name in SUMMARIES else None
     if summary is None:
         return {}
-    got = (TALLIES[name](log) if name in TALLIES else counts_of(results)).model_dump()
+    got = ((TALLIES[name](log) if name in TALLIES else None) or counts_of(results)).model_dump()
     if summary.errors is None and got["errors"] is not None:
         got["failed"] += got["errors"]
     return {field: (value, got[field]) for field, value in summary.model_dump().items()

@@ -148,6 +148,26 @@ def test_a_runner_launches_with_per_test_results(make_repo, tmp_path: Path, env_
     assert "count check" not in (tmp_path / "out" / "build.log").read_text()  # summary, parse and exit code agree
 
 
+ZONED = {
+    # The script runs one file under another time zone, then the whole suite in the sandbox's own.
+    "package.json": '{"name": "zoned", "version": "1.0.0", "scripts": {"test": "TZ=Pacific/Auckland npm run test-tz && '
+                    'jest", "test-tz": "jest test/zone.test.js --coverage=false"}, "devDependencies": {"jest": "^30"}}\n',
+    "test/zone.test.js": "test('noon is noon', () => expect(new Date(Date.UTC(2020, 0, 1, 12)).getHours()).toBe(12));\n",
+    "test/math.test.js": "test('adds', () => expect(1 + 2).toBe(3));\n",
+}
+
+
+def test_every_invocation_of_the_runner_the_script_makes_is_graded(make_repo, tmp_path: Path, env_cache: Path,
+                                                                  npm_env: dict) -> None:
+    """A bug that shows only under the settings a script runs some files with is not lost to the
+    whole-suite run after them: each invocation runs, and a test keeps its worst status."""
+    spec = _launch(make_repo("zoned", ZONED, NOW), tmp_path / "out", "local", env_cache)
+    assert spec.test_command == ("s=0; TZ=Pacific/Auckland npx jest test/zone.test.js --coverage=false --ci --json || s=1; "
+                                 "npx jest --ci --json || s=1; exit $s")
+    assert spec.test_status == {"zone.test.js::noon is noon": F, "math.test.js::adds": P}
+    assert "count check" not in (tmp_path / "out" / "build.log").read_text()  # the reports' counts are summed
+
+
 @pytest.mark.parametrize("backend", ["local", pytest.param("docker", marks=pytest.mark.docker)])
 def test_a_uvu_project_older_than_its_runner_launches_with_the_date_bound_dropped(
         make_repo, tmp_path: Path, env_cache: Path, npm_env: dict, backend: str) -> None:

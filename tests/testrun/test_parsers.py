@@ -256,6 +256,9 @@ def test_jest_and_vitest_json(name: str) -> None:
                        "sum.test.js::top level": P, "broken.test.js": E}
     assert check_counts(name, log, results, 1) == []
     assert any("passed" in p for p in check_counts(name, log, {**results, "extra::x": P}, 1))
+    twice = log + "\n" + (FIXTURES / f"{name}.json").read_text()  # a script that runs the runner twice
+    assert parse_log(name, twice) == results and check_counts(name, twice, results, 1) == []
+    check_summary(name, twice, results)  # each report's tests counted in it, as the reports count them
 
 
 def test_go_test_json() -> None:

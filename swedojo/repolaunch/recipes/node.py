@@ -35,7 +35,7 @@ from swedojo.repolaunch.recipes.base import (
     LanguageRecipe,
     apt,
 )
-from swedojo.repolaunch.runner import follow_test_script
+from swedojo.repolaunch.runner import RunnerInvocation, follow_test_script
 
 NODE_LTS = {"12": date(2019, 4, 23), "14": date(2020, 4, 21), "16": date(2021, 4, 20),
             "18": date(2022, 4, 19), "20": date(2023, 4, 18), "22": date(2024, 4, 24),
@@ -101,34 +101,55 @@ def _own_args(args: list[str]) -> list[str]:
     return kept
 
 
+MERGED_REPORTS = frozenset({"jest", "vitest"})
+"""Runners whose reports, one per invocation, the parser reads together (a test in several keeps
+its worst status): a script that runs them several times (some files under other time zones, then
+the whole suite) is graded on every invocation."""
+
+
 def _js_runner(scripts: dict[str, str], deps: dict[str, Any]) -> tuple[str, str, list[str]] | None:
     """(test command, log parser, how it was found): the runner `scripts.test` reaches through the
     scripts it runs (`runner.follow_test_script`), with its own arguments (files, options) and the
     reporter its parser reads, started as the script starts it when that is `node` with options
     (`node --experimental-vm-modules node_modules/jest/bin/jest.js`); else the first known runner
-    among the dependencies; None when there is none."""
+    among the dependencies; None when there is none. Where the scripts start a `MERGED_REPORTS`
+    runner more than once, the command runs each invocation in turn and fails if any failed."""
     trace = follow_test_script(scripts)
     found = trace.invocation
     if found is not None and (found.runner in JS_RUNNERS or found.runner == "node:test"):
-        runner, args, variables = found.runner, _own_args(found.args), found.env
-        launcher = found.command.removesuffix(" ".join(found.args)).strip() if found.args else found.command
-        start = launcher if launcher.split()[0] == "node" and runner != "node:test" else f"npx {runner}"
         how = [f"scripts {' -> '.join(trace.trail)}: {found.command}"]
-    else:
-        runner = next((name for name in JS_RUNNERS if name in deps), "")
-        if not runner:
-            return None
-        args, variables, start = [], [], f"npx {runner}"
-        how = [f"{trace.reason}; {runner} is a dependency"] if trace.reason else []
+        same = [i for i in trace.invocations if i.runner == found.runner]
+        if found.runner in MERGED_REPORTS and len(same) > 1:
+            parts = [_invoked(i, deps) for i in same]
+            how.append(f"{len(same)} {found.runner} invocations, each run, their reports read together")
+            return "s=0; " + " ".join(f"{command} || s=1;" for command, _ in parts) + " exit $s", parts[0][1], how
+        return (*_invoked(found, deps), how)
+    runner = next((name for name in JS_RUNNERS if name in deps), "")
+    if not runner:
+        return None
+    how = [f"{trace.reason}; {runner} is a dependency"] if trace.reason else []
+    return (*_command(runner, [], [], f"npx {runner}", deps), how)
+
+
+def _invoked(found: RunnerInvocation, deps: dict[str, Any]) -> tuple[str, str]:
+    """(command, parser) of one invocation the scripts reach."""
+    args = _own_args(found.args)
+    launcher = found.command.removesuffix(" ".join(found.args)).strip() if found.args else found.command
+    start = launcher if launcher.split()[0] == "node" and found.runner != "node:test" else f"npx {found.runner}"
+    return _command(found.runner, args, found.env, start, deps)
+
+
+def _command(runner: str, args: list[str], variables: list[str], start: str, deps: dict[str, Any]) -> tuple[str, str]:
+    """(command, parser) that starts `runner` with its reporter."""
     if runner == "node:test":
-        return " ".join([*variables, "node", "--test", "--test-reporter=tap", *args]), "tap", how
+        return " ".join([*variables, "node", "--test", "--test-reporter=tap", *args]), "tap"
     parser, flags = JS_RUNNERS[runner]
     if runner == "vitest":
         args = ["run", *(a for a in args if a not in ("run", "--run", "watch", "--watch"))]
     if runner == "tap":
         major = re.search(r"\d+", str(deps.get("tap", "")))
         flags = [*flags, "--no-coverage" if major and int(major.group()) < 18 else "--disable-coverage"]
-    return " ".join([*variables, start, *args, *flags]), parser, how
+    return " ".join([*variables, start, *args, *flags]), parser
 
 
 def _package_manager(package: dict[str, Any], name: str) -> str:
