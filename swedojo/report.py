@@ -25,7 +25,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from swedojo.evaluate import Summary
-from swedojo.rundir import InstanceResult, RunDir, RunManifest
+from swedojo.rundir import InstanceResult, RunDir, RunManifest, file_name
 from swedojo.schema import EvalStatus, Step, TestStatus, Trajectory
 
 TEST_LOG_NAME = "test_output.txt"
@@ -154,11 +154,8 @@ def _repo_from_id(instance_id: str) -> str:
 
 
 def _page_name(instance_id: str) -> str:
-    """A file name (and a link needing no quoting) per instance: the id where it is safe, else made so."""
-    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", instance_id)
-    if safe != instance_id or safe.startswith("."):
-        safe = f"{safe.lstrip('.')}-{hashlib.sha256(instance_id.encode()).hexdigest()[:10]}"
-    return f"{safe}.html"
+    """A file name (and a link needing no quoting) per instance."""
+    return f"{file_name(instance_id)}.html"
 
 
 def _sampled(step: Step) -> int:

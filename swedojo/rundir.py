@@ -7,7 +7,9 @@ One definition for the stages that write a run (rollout, evaluate) and those tha
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -16,6 +18,17 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from swedojo.schema import EvalStatus, ExitStatus, RewardReport
+
+
+def file_name(identifier: str) -> str:
+    """The one mapping of an id (an instance id, a model name) to a file name: the id itself where it
+    is one plain name (`owner__name-123`), else its unsafe characters made `_` and a hash of the id
+    appended, so that `../../x` or `a/b` names a file in the directory it is written to and two ids
+    never share a file."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]", "_", identifier)
+    if safe == identifier and safe and not safe.startswith("."):
+        return safe
+    return f"{safe.lstrip('.')}-{hashlib.sha256(identifier.encode()).hexdigest()[:10]}"
 
 
 class InstanceResult(BaseModel):
@@ -142,7 +155,7 @@ class RunDir:
 
     def instance_logs(self, instance_id: str) -> Path:
         """SWE-bench's files for one instance: report.json, test_output.txt, patch.diff."""
-        return self.logs / instance_id
+        return self.logs / file_name(instance_id)
 
     def swebench_report(self, model: str) -> Path:
         """SWE-bench's run report, named as its harness names it: `<model>.<run_id>.json`, the run
@@ -151,7 +164,7 @@ class RunDir:
 
     def trajectory(self, instance_id: str) -> Path:
         """Where the trajectory of `instance_id` is saved."""
-        return self.trajectories / f"{instance_id}.json"
+        return self.trajectories / f"{file_name(instance_id)}.json"
 
     def trajectory_files(self) -> list[Path]:
         """The saved trajectories, by file name."""

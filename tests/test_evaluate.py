@@ -238,3 +238,33 @@ def test_a_seeded_model_run_samples_the_same_whatever_the_workers_order_and_a_re
     assert all(other[i] != one[i] for i in ids)  # another seed, other samples
     refused = run("one", 6, 1)
     assert refused.exit_code == 2 and "seed: 5 -> 6" in refused.output
+
+
+def test_an_instance_id_that_is_a_path_writes_only_inside_the_run_directory(tmp_path):
+    """Ids are names, not paths: `../../x` (from a suite or predictions file) names files in the run
+    directory, and the report and a replay find them by the same mapping (`rundir.file_name`)."""
+    mirror, task = make_task_repo(tmp_path / "mirror")
+    escaping = {**task.to_swebench(), "instance_id": "../../escaped"}
+    suite = tmp_path / "suite.jsonl"
+    suite.write_text(json.dumps(escaping) + "\n")
+    preds = tmp_path / "preds.json"
+    preds.write_text(json.dumps([{"instance_id": "../../escaped", "model_name_or_path": "m",
+                                  "model_patch": escaping["patch"]}]))
+    out = tmp_path / "a" / "b" / "run"
+    result = CliRunner().invoke(app, ["eval", "--suite", str(suite), "--predictions", str(preds), "--mirror", str(mirror),
+                                      "--out", str(out), "--no-launch"])
+    assert result.exit_code == 0, result.output
+    assert not (tmp_path / "a" / "escaped").exists() and not (out / ".." / ".." / "escaped").exists()
+    written = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*escaped*"))
+    assert written and all(p.startswith("a/b/run/") for p in written), written
+    assert [d.name.startswith(".") for d in (out / "logs").iterdir()] == [False]
+    assert (next((out / "logs").iterdir()) / "report.json").is_file()
+    row = json.loads((out / "results.jsonl").read_text().splitlines()[0])
+    assert row["instance_id"] == "../../escaped" and row["status"] == "resolved"
+    # a replay reads the trajectory by the same mapping (a predictions run records no tools: refused for that)
+    replayed = CliRunner().invoke(app, ["eval", "--suite", str(suite), "--policy", "replay", "--trajectories",
+                                        str(out / "trajectories"), "--mirror", str(mirror), "--out",
+                                        str(tmp_path / "replayed"), "--no-launch"])
+    assert "no recorded trajectory" not in replayed.output and "FingerprintMismatchError" in replayed.output
+    report = CliRunner().invoke(app, ["report", str(out)])
+    assert report.exit_code == 0, report.output

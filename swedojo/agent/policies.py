@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from swedojo.agent.base import RunContext
+from swedojo.rundir import file_name
 from swedojo.sandboxes.base import Sandbox
 from swedojo.schema import ExitStatus, Step, TaskInstance, ToolCall, Trajectory
 from swedojo.testrun.patches import apply_commands
@@ -112,7 +113,7 @@ class ReplayPolicy:
         """The tool set of front-end tasks (as `AgentConfig.front_end_tool_set`)."""
 
     def solve(self, instance: TaskInstance, sandbox: Sandbox, run: RunContext | None = None) -> Trajectory:
-        path = self.trajectories / f"{instance.instance_id}.json"
+        path = self.trajectories / f"{file_name(instance.instance_id)}.json"
         if not path.is_file():
             raise ReplayNotFoundError(f"{instance.instance_id}: no recorded trajectory at {path}")
         recorded = Trajectory.model_validate_json(path.read_text(encoding="utf-8"))

@@ -31,7 +31,7 @@ from swedojo.rewards.compose import RewardConfig
 from swedojo.rewards.export import Sample, TokenMismatchError, token_record
 from swedojo.rewards.tiers import BaselineCache
 from swedojo.rollout import EnvironmentResolver, run_instance
-from swedojo.rundir import InstanceResult
+from swedojo.rundir import InstanceResult, file_name
 from swedojo.sandboxes.scope import SandboxScope, scoped
 from swedojo.schema import (
     EvalStatus,
@@ -288,7 +288,7 @@ class RolloutService:
             batch.started += 1
             batch.running += 1
         instance = group.instance
-        path = batch.directory / "trajectories" / f"{instance.instance_id}__s{attempt}.json"
+        path = batch.directory / "trajectories" / f"{file_name(instance.instance_id)}__s{attempt}.json"
         try:
             with scoped(batch.scope):
                 seed = batch.request.sampling.seed

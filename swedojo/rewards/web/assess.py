@@ -14,6 +14,7 @@ from swedojo.rewards.web.check import Check
 from swedojo.rewards.web.render import render
 from swedojo.rewards.web.static import static_check
 from swedojo.rewards.web.visual import visual_check
+from swedojo.rundir import file_name
 from swedojo.sandboxes.base import Sandbox
 from swedojo.sandboxes.browser import sandbox_browser
 from swedojo.schema import EvalStatus, PageChecks, RewardReport, TaskInstance
@@ -44,7 +45,7 @@ def shots_dir(instance: TaskInstance, candidate: str) -> Path:
     """Where the screenshots of `candidate` for `instance` go: named by content, so a rerun reuses the place."""
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     digest = hashlib.sha256(candidate.encode()).hexdigest()[:12]
-    return Path(base) / "swedojo" / "screenshots" / instance.instance_id / digest
+    return Path(base) / "swedojo" / "screenshots" / file_name(instance.instance_id) / digest
 
 
 def assess(sandbox: Sandbox, checks: PageChecks, shots: Path, browser: Browser | None = None,
