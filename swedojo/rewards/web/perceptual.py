@@ -73,6 +73,7 @@ def _load(path: Path) -> PerceptualScorer:
     try:
         processor = AutoImageProcessor.from_pretrained(path, local_files_only=True)
         model = AutoModelForImageClassification.from_pretrained(path, local_files_only=True)
-    except (OSError, ValueError, KeyError) as exc:
-        raise PerceptualModelError(f"perceptual model {path}: not an image-classification checkpoint ({exc})") from exc
+    except Exception as exc:  # noqa: BLE001 (a loader fails in its own ways: pickle, safetensors, config, torch)
+        why = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+        raise PerceptualModelError(f"perceptual model {path}: not an image-classification checkpoint ({why})") from exc
     return PerceptualScorer(path, processor, model.to("cpu").eval())

@@ -99,6 +99,16 @@ def test_missing_or_invalid_checkpoint_is_refused(tmp_path):
         load_scorer(tmp_path / "empty")
 
 
+@pytest.mark.parametrize("weights", ["pytorch_model.bin", "model.safetensors"])
+def test_a_checkpoint_whose_weights_cannot_be_read_is_refused_with_the_documented_error(tmp_path, weights):
+    where = tiny_classifier(tmp_path / "broken", {0: "bad", 1: "good"})
+    for old in ("model.safetensors", "pytorch_model.bin"):
+        (where / old).unlink(missing_ok=True)
+    (where / weights).write_bytes(b"\x80\x04not a pickle nor a safetensors header")
+    with pytest.raises(PerceptualModelError, match="not an image-classification checkpoint"):
+        load_scorer(where)
+
+
 def test_dojo_eval_refuses_a_bad_checkpoint_before_running(tmp_path):
     from typer.testing import CliRunner
 
