@@ -181,7 +181,9 @@ class PersistentTerminal:
             self._transport.send(
                 # The empty line resets bash's parser after a syntax error inside eval (an
                 # unmatched quote), which would otherwise reject the `{` of the marker line.
-                f"{{ unset __sd_exit; __sd_ret {self._last_code}; }} 2>/dev/null; "
+                # stdout and stderr are put back on the terminal first: a command that closed or
+                # moved them (`exec 1>&- 2>&-`, `exec >file`) leaves every later one its output.
+                f"exec 1>&\"$__sd_fd\" 2>&1; {{ unset __sd_exit; __sd_ret {self._last_code}; }} 2>/dev/null; "
                 f"eval -- {quote(command)} < /dev/null\n\n"
                 f"{{ __sd_end {nonce}; }} 2>/dev/null\n".encode()
             )

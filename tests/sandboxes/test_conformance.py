@@ -62,6 +62,14 @@ def test_commands_see_the_same_terminal_variables_on_every_backend(box: Sandbox)
     assert shown == "TERM=unset LANG=C.UTF-8 CI=unset COLUMNS=unset\n"
 
 
+@pytest.mark.parametrize("closing", ["exec 1>&- 2>&-", "exec >/dev/null 2>&1", "exec 2>&-"])
+def test_a_command_that_closes_its_output_leaves_the_next_ones_theirs(box: Sandbox, closing: str) -> None:
+    box.exec(closing)
+    after = box.exec("echo out; echo err >&2; ls /nonexistent-path-here")
+    assert "out" in after.output and "err" in after.output and "nonexistent-path-here" in after.output, after
+    assert after.exit_code != 0
+
+
 def test_a_timeout_interrupts_and_the_sandbox_stays_usable(box: Sandbox) -> None:
     box.exec("cd pkg && export KEPT=1")
     started = time.monotonic()
