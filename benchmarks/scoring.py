@@ -37,6 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pydantic import PrivateAttr
 
 from swedojo.datasets.registry import load_suite
+from swedojo.rewards import grading
 from swedojo.rewards.score import score
 from swedojo.rewards.tiers import BaselineCache
 from swedojo.rollout import EnvironmentResolver
@@ -44,6 +45,8 @@ from swedojo.sandboxes.base import ExecResult, Sandbox
 from swedojo.sandboxes.environment import DEFAULT_PYTHON_IMAGE, Environment
 from swedojo.sandboxes.pool import SandboxPool
 from swedojo.schema import EvalStatus, ExitStatus, RewardReport, TaskInstance, Trajectory
+
+guarded = grading.guardable
 
 PHASES = ("start", "tests", "compile", "other", "close", "rest")
 
@@ -116,8 +119,15 @@ def cpu_busy_s() -> float:
     return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
 
 
+NOTE = ("diff --git a/SCORING-NOTE.txt b/SCORING-NOTE.txt\nnew file mode 100644\n--- /dev/null\n"
+        "+++ b/SCORING-NOTE.txt\n@@ -0,0 +1 @@\n+scored by benchmarks/scoring.py\n")
+"""Added to the gold patch: the candidate is then not the reference, so grading reads the test
+run's guard verdict (`testrun.guard`) as it does for any rollout."""
+
+
 def gold(instance: TaskInstance) -> Trajectory:
-    return Trajectory(instance_id=instance.instance_id, policy="gold", exit_status=ExitStatus.SUBMITTED, patch=instance.patch)
+    return Trajectory(instance_id=instance.instance_id, policy="gold", exit_status=ExitStatus.SUBMITTED,
+                      patch=instance.patch + NOTE)
 
 
 def run_mode(envs: dict[str, Environment], instances: list[TaskInstance], workers: int, group: int,
@@ -168,6 +178,8 @@ MODES = {
     "pool": "containers from a SandboxPool started ahead and removed in the background (never reused)",
     "warm": "the default pool: containers reset and reused, pytest kept imported (rewrites memoised), "
             "the group's baseline run reused",
+    "unguarded": "warm, with the graded pytest runs unguarded (no `testrun.guard` plugin, no verdict read): "
+                 "the guard's cost",
 }
 
 
@@ -192,15 +204,18 @@ def main() -> None:
     busy = dict.fromkeys(MODES, 0.0)
     phases = {mode: Phases() for mode in MODES}
     reports: dict[str, list[RewardReport]] = {}
-    order = ("cold", "pool", "warm", "warm", "pool", "cold") * (args.rounds // 2) + ("cold", "pool", "warm") * (args.rounds % 2)
+    order = ("cold", "pool", "warm", "unguarded", "unguarded", "warm", "pool", "cold") * (args.rounds // 2) \
+        + ("cold", "pool", "warm", "unguarded") * (args.rounds % 2)
     with SandboxPool(size=args.workers, runners=False, reuse=False) as plain_pool, SandboxPool(size=args.workers) as warm_pool:
-        pools = {"cold": None, "pool": plain_pool, "warm": warm_pool}
+        pools = {"cold": None, "pool": plain_pool, "warm": warm_pool, "unguarded": warm_pool}
         for mode in order:
             if pools[mode] is not None and not pools[mode].wait_ready(DEFAULT_PYTHON_IMAGE, 120, runner):
                 raise SystemExit("the pool did not fill within 120 s")
             before = cpu_busy_s()
+            grading.guardable = (lambda spec: False) if mode == "unguarded" else guarded
             took, reports[mode] = run_mode(envs["docker"], instances, args.workers, args.group, phases[mode],
-                                           pools[mode], baselines=mode == "warm")
+                                           pools[mode], baselines=mode in ("warm", "unguarded"))
+            grading.guardable = guarded
             busy[mode] += cpu_busy_s() - before
             seconds[mode] += took
             print(f"{mode}: {len(reports[mode])} scores in {took:.1f}s", flush=True)
@@ -214,7 +229,7 @@ def main() -> None:
         if bad:
             raise SystemExit(f"{mode}: gold patches not scored 1.0: {bad}")
     same = all((c.status, c.tiers, c.reward) == (w.status, w.tiers, w.reward)
-               for mode in ("pool", "warm") for c, w in zip(reports["cold"], reports[mode], strict=True))
+               for mode in ("pool", "warm", "unguarded") for c, w in zip(reports["cold"], reports[mode], strict=True))
 
     scored = len(instances) * args.group * args.rounds
     per_min = {mode: scored / (seconds[mode] / 60) for mode in MODES}
@@ -234,15 +249,17 @@ def main() -> None:
     print(f"one test-command run ({instances[0].repo}, median ms): "
           + ", ".join(f"{name} {ms:.0f}" for name, ms in split.items()))
     ratio, pool_ratio = per_min["warm"] / per_min["cold"], per_min["pool"] / per_min["cold"]
+    guard_cost = per_min["unguarded"] / per_min["warm"] - 1
     cpu_busy = sum(busy.values()) / (sum(seconds.values()) * cores)
     print(f"machine CPU busy during the docker rounds: {cpu_busy:.0%} of {cores} cores")
     print(f"warm vs cold: {ratio:.2f}x (issue target >= 3x); pool alone: {pool_ratio:.2f}x; reports identical in every mode: {same}")
+    print(f"the guard's cost: warm scoring takes {guard_cost:+.1%} longer than unguarded (issue bound: 20%)")
     print(
         f"RESULT warm_per_min={per_min['warm']:.1f} cold_per_min={per_min['cold']:.1f} ratio={ratio:.2f}"
         f" pool_per_min={per_min['pool']:.1f} pool_ratio={pool_ratio:.2f} local_per_min={per_min['local']:.1f}"
         f" instances={len(instances)} group={args.group} rounds={args.rounds} workers={args.workers}"
         f" cold_runs={phases['cold'].test_runs / scored:.2f} warm_runs={phases['warm'].test_runs / scored:.2f}"
-        f" cpu_busy={cpu_busy:.2f} identical={same}"
+        f" cpu_busy={cpu_busy:.2f} identical={same} unguarded_per_min={per_min['unguarded']:.1f} guard_cost={guard_cost:.3f}"
     )
 
 

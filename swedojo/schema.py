@@ -280,6 +280,10 @@ class EnvSpec(BaseModel):
     """Incremental build of the work tree as it is, run before every test run (launch validation,
     grading, tiers, the agent's `run_tests`), so compiled tests never run a build older than the
     code; empty where the test command builds what it runs (pytest, cargo, go, Maven)."""
+    work_tree_mb: int = 0
+    """Room (MiB) the work tree of each sandbox needs for what the build and tests write, where a
+    launch step ran out of the default (`SandboxConfig.disk_mb`); 0: the default. Memory grows
+    with it where the work tree is memory (a tmpfs)."""
     test_command: str = "python -m pytest -rA -p no:cacheprovider"
     """Command that runs tests; test ids are appended to it."""
     log_parser: str = "pytest"
@@ -505,6 +509,10 @@ class RewardReport(BaseModel):
     not_tests: dict[str, str] = Field(default_factory=dict)
     """Listed ids that name no test, left out of scoring (id -> why): fragments of a log line that
     the dataset's own parser read as a test, such as pytest's progress column (`[100%]`)."""
+    tampering: list[str] = Field(default_factory=list)
+    """What the guard of the graded pytest run found changed in pytest's machinery, or reported
+    otherwise than it ran, that the reference patch's run does not show (`testrun.guard`): the
+    candidate is unresolved, its tests' statuses unknown."""
     unmatched_tests: list[str] = Field(default_factory=list)
     """Listed tests that name no test of the log, in SWE-bench's forms (`testrun.ids`) or by any
     rule of `testrun.names` (a benchmark's own parser's names): they count as failed, as missing

@@ -18,9 +18,11 @@ infrastructure cannot be undone, is `patch_failed`; a sandbox that cannot be mad
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
+from typing import NamedTuple
 
 from swedojo.rewards.swebench_reports import swebench_log
 from swedojo.rewards.web.assess import grade_web
@@ -30,6 +32,7 @@ from swedojo.sandboxes.environment import Environment
 from swedojo.schema import EnvSpec, EvalStatus, RewardReport, TaskInstance, TestStatus
 from swedojo.testrun.command import runnable
 from swedojo.testrun.diagnose import environment_failure, missing_modules
+from swedojo.testrun.guard import Guard, calibration, guardable, shadowing_modules
 from swedojo.testrun.ids import matches, not_a_test
 from swedojo.testrun.names import match_listed
 from swedojo.testrun.network import offline_failures
@@ -77,6 +80,10 @@ def grade_in_sandbox(sandbox: Sandbox, env: Environment, instance: TaskInstance,
         except PatchApplyError as exc:
             report.status, report.error = EvalStatus.PATCH_FAILED, str(exc)
             return report
+    if candidate.strip() and env.spec.language == "python" and (shadows := shadowing_modules(sandbox, candidate)):
+        report.status = EvalStatus.PATCH_FAILED
+        report.error = f"refused: the patch adds what would be imported in place of the test run's own: {', '.join(shadows)}"
+        return report
     test_files = patch_files(instance.test_patch)
     if test_files:
         # The candidate may have edited the tests: restore them to the base before the test patch.
@@ -88,9 +95,11 @@ def grade_in_sandbox(sandbox: Sandbox, env: Environment, instance: TaskInstance,
             return report
     tests = list(dict.fromkeys(instance.FAIL_TO_PASS + instance.PASS_TO_PASS))
     files = test_files_to_run(env.spec, instance)
+    guard = Guard.install(sandbox) if guardable(env.spec) else None
+    spec, rearm = (guard.spec(env.spec), lambda: guard.arm(sandbox)) if guard else (env.spec, None)
     try:
-        result = run_files(sandbox, env.spec, files, TEST_TIMEOUT_S) if files \
-            else run_tests(sandbox, env.spec, tests, TEST_TIMEOUT_S)
+        result = run_files(sandbox, spec, files, TEST_TIMEOUT_S) if files \
+            else run_tests(sandbox, spec, tests, TEST_TIMEOUT_S, before_retry=rearm)
     except LogTooLargeError as exc:  # the candidate's tree printed it: its failure, not the harness's
         report.status, report.error = EvalStatus.UNRESOLVED, str(exc)
         return report
@@ -107,6 +116,17 @@ def grade_in_sandbox(sandbox: Sandbox, env: Environment, instance: TaskInstance,
     if WHOLE_SUITE in tests and WHOLE_SUITE not in result.statuses and env.spec.log_parser in EXIT_STATUS_PARSERS:
         result.statuses[WHOLE_SUITE] = result.whole_suite()  # the command's verdict, asked for by name
     report.test_output = swebench_log(result, TEST_TIMEOUT_S)
+    reference = candidate.strip() == instance.patch.strip()
+    if guard and candidate.strip() and not reference and (tampering := guard.problems(sandbox, result)):
+        # pytest's own doing, then what the reference's run shows as well (the project's conftest)
+        tampering = [problem for problem in tampering if problem not in calibration(sandbox, env.spec)]
+        project = _reference_failures(env, instance, files, tests).tampering if tampering else set()
+        report.tampering = [problem for problem in tampering if problem not in project]
+        if report.tampering:
+            report.error = f"the test run was tampered with: {'; '.join(report.tampering[:3])}"
+            report.fail_to_pass = dict.fromkeys(instance.FAIL_TO_PASS)
+            report.pass_to_pass = dict.fromkeys(instance.PASS_TO_PASS)
+            return report
     provided = patch_files(instance.patch) + test_files
     named = _named(result.statuses, tests, env.spec.log_parser)
     report.unmatched_tests = [t for t in tests if not named[t] and not not_a_test(t)]
@@ -117,12 +137,11 @@ def grade_in_sandbox(sandbox: Sandbox, env: Environment, instance: TaskInstance,
         report.status, report.error = EvalStatus.INFRA_ERROR, why
         return report
     offline = _offline(result, named, env) if candidate.strip() else {}
-    reference = candidate.strip() == instance.patch.strip()
     if offline and not reference:
-        offline = {t: why for t, why in offline.items() if t in _reference_failures(env, instance, files, tests)[0]}
+        offline = {t: why for t, why in offline.items() if t in _reference_failures(env, instance, files, tests).offline}
     if offline_before and candidate.strip():
         unserved = {t for t in tests if not passed(_status(result.statuses, named[t]))} if reference \
-            else _reference_failures(env, instance, files, tests)[1]
+            else _reference_failures(env, instance, files, tests).failing
         offline |= {t: f"not served by the stand-in as by the real service; offline: {why}"
                     for t, why in offline_before.items()
                     if t in unserved and t not in offline and not passed(_status(result.statuses, named[t]))}
@@ -193,16 +212,29 @@ def _offline(result: SuiteRun, named: Mapping[str, list[str]], env: Environment)
     return found
 
 
-_REFERENCE: dict[tuple[str, bool], tuple[set[str], set[str]]] = {}
+class _Reference(NamedTuple):
+    """What the reference patch's run shows, once per task, environment and stand-in setting."""
+
+    offline: set[str]
+    """Listed tests that fail for want of the network."""
+    failing: set[str]
+    """Listed tests it does not pass at all."""
+    tampering: set[str]
+    """What the guard reports of it: the project's own changes to pytest, not a candidate's."""
+
+
+_REFERENCE: dict[str, _Reference] = {}
+"""By everything the run depends on: two tasks of one id (or one task in two environments) are two runs."""
 _REFERENCE_LOCK = threading.Lock()
 
 
-def _reference_failures(env: Environment, instance: TaskInstance, files: list[str],
-                        tests: list[str]) -> tuple[set[str], set[str]]:
-    """The listed tests that fail for want of the network with the reference patch, and those it
-    does not pass at all (once per task and stand-in setting): only such tests may leave scoring,
-    so a candidate cannot opt a test out by making it look up a host."""
-    key = (instance.instance_id, env.config.standins)
+def _reference_failures(env: Environment, instance: TaskInstance, files: list[str], tests: list[str]) -> _Reference:
+    """The reference patch's run, guarded as a candidate's is: only tests that fail for want of the
+    network with it too may leave scoring, so a candidate cannot opt a test out by making it look up
+    a host; only what the guard reports of it too is not a candidate's tampering."""
+    key = hashlib.sha256("\0".join([instance.instance_id, instance.base_commit, instance.patch, instance.test_patch,
+                                     *files, "\0", *tests, env.spec.model_dump_json(), str(env.config.standins)])
+                         .encode("utf-8", "surrogateescape")).hexdigest()
     with _REFERENCE_LOCK:
         if key in _REFERENCE:
             return _REFERENCE[key]
@@ -211,12 +243,15 @@ def _reference_failures(env: Environment, instance: TaskInstance, files: list[st
         for patch, what in ((instance.patch, "reference patch"), (instance.test_patch, "test patch")):
             if patch.strip():
                 apply_patch(sandbox, patch, what)
-        run = run_files(sandbox, env.spec, files, TEST_TIMEOUT_S) if files \
-            else run_tests(sandbox, env.spec, tests, TEST_TIMEOUT_S)
+        guard = Guard.install(sandbox) if guardable(env.spec) else None
+        spec, rearm = (guard.spec(env.spec), lambda: guard.arm(sandbox)) if guard else (env.spec, None)
+        run = run_files(sandbox, spec, files, TEST_TIMEOUT_S) if files \
+            else run_tests(sandbox, spec, tests, TEST_TIMEOUT_S, before_retry=rearm)
         named = _named(run.statuses, tests, env.spec.log_parser)
-        found = (set(_offline(run, named, env)), {t for t in tests if not passed(_status(run.statuses, named[t]))})
+        found = _Reference(set(_offline(run, named, env)), {t for t in tests if not passed(_status(run.statuses, named[t]))},
+                           set(guard.problems(sandbox, run)) if guard else set())
     except (PatchApplyError, TestRunError):
-        found = (set(), set())
+        found = _Reference(set(), set(), set())
     finally:
         sandbox.close()
     with _REFERENCE_LOCK:

@@ -97,9 +97,9 @@ def test_modules_the_patch_adds_cannot_fake_the_compile_check(calc):
     new_file = f"diff --git a/json.py b/json.py\nnew file mode 100644\n--- /dev/null\n+++ b/json.py\n@@ -0,0 +1,2 @@\n"
     new_file += "".join(f"+{line}\n" for line in fake.splitlines())
     report = score(env, task, _run(source_patch("calc.py", SOURCE, SYNTAX_ERROR) + new_file), GATED)
-    static = report.tiers[1]
-    assert static.evidence["python_files"] == ["calc.py", "json.py"]
-    assert list(static.evidence["compile_errors"]) == ["calc.py"] and static.score == 0.5
+    # a module that would be imported in place of the standard library's is refused outright (`testrun.guard`)
+    assert report.status == EvalStatus.PATCH_FAILED and "json.py (shadows the module json)" in report.error, report.error
+    assert report.reward == 0.0
 
 
 def test_patch_that_breaks_pass_to_pass_scores_tests_partially(calc):
