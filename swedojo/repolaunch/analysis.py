@@ -68,6 +68,8 @@ class RepoAnalysis(BaseModel):
     build_command: str = ""
     """Incremental build run before every test run (`EnvSpec.build_command`); empty where the
     test command builds what it tests."""
+    work_tree_mb: int = 0
+    """Room the work tree of each sandbox needs (`EnvSpec.work_tree_mb`); 0: the sandbox's default."""
     documentation_off: list[str] = Field(default_factory=list)
     """Options of the configure step that turn the project's documentation off (`--disable-docs`,
     `-DBUILD_DOCS=OFF`), read from its build files: used when a step fails on a documentation tool."""

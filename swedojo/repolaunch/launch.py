@@ -158,7 +158,7 @@ def _base_spec(repo: str, sha: str, backend: str, analysis: RepoAnalysis, log: B
                    build_system=analysis.build_system,
                    runtime_version=analysis.runtime_version, install_commands=install, rebuild_commands=rebuild,
                    build_command=analysis.build_command, test_command=analysis.test_command,
-                   log_parser=analysis.log_parser,
+                   log_parser=analysis.log_parser, work_tree_mb=analysis.work_tree_mb,
                    resolution_date=analysis.resolution_date)
 
 

@@ -102,8 +102,12 @@ class Environment(BaseModel):
         return sandbox
 
     def sandbox_config(self) -> SandboxConfig:
-        """The limits and variables every sandbox of this environment gets (the spec's variables included)."""
-        return self.config.model_copy(update={"env": {**self.spec.env_vars, **self.config.env}})
+        """The limits and variables every sandbox of this environment gets (the spec's variables
+        included; the room its work tree needs, with as much memory more, since the work tree may be a tmpfs)."""
+        room = max(0, self.spec.work_tree_mb - self.config.disk_mb)
+        return self.config.model_copy(update={"env": {**self.spec.env_vars, **self.config.env},
+                                              "disk_mb": self.config.disk_mb + room,
+                                              "memory_mb": self.config.memory_mb + room})
 
     def warm_runner(self) -> WarmRunner | None:
         """The test runner a pooled docker sandbox keeps warm for this environment's test command, if any."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 from enum import Enum
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from swedojo.rewards.export import TokenRecord
 
@@ -33,7 +33,10 @@ class Sampling(BaseModel):
 
 
 class BatchRequest(BaseModel):
-    """A batch of tasks to roll out: `group_size` samples of each instance."""
+    """A batch of tasks to roll out: `group_size` samples of each instance. Fields it does not
+    know are refused (a batch names no environment variable of the service's)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     suite: str
     """A registered suite name (e.g. demo) or a suite file on the service's machine."""
@@ -42,11 +45,9 @@ class BatchRequest(BaseModel):
     group_size: int = Field(default=4, ge=1)
     """Samples per instance; a group is reported only when it holds this many valid samples."""
     model: str
-    """The policy, as `dojo eval --model` takes it: an OpenAI-compatible endpoint of the trainer's
-    inference engine (http(s)://host/v1[#served-model]), an in-process checkpoint directory,
-    `tiny:ARCH` or `scripted:FILE`."""
-    api_key_env: str = "OPENAI_API_KEY"
-    """For an http(s) model: the service's environment variable that holds its API key."""
+    """The policy, as `dojo eval --model` takes it: one of the service's endpoints (`dojo serve
+    --endpoint`: the trainer's inference engine, http(s)://host/v1[#served-model], whose key the
+    service holds), an in-process checkpoint directory, `tiny:ARCH` or `scripted:FILE`."""
     sampling: Sampling = Sampling()
     """Sampling settings for every turn."""
     tool_set: str = "swe"

@@ -4,14 +4,17 @@ update the weight version. The schema is at `/openapi.json`, the interactive doc
 
 from __future__ import annotations
 
+import hmac
+import secrets
 import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 import uvicorn
-from fastapi import FastAPI, HTTPException, Query, status
+from fastapi import Depends, FastAPI, HTTPException, Query, status
 from fastapi.responses import StreamingResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from swedojo.serve.api import (
     BatchCreated,
@@ -31,10 +34,18 @@ STREAM_POLL_S = 15.0
 """How long the stream waits for a group before it checks the batch again."""
 
 
-def create_app(service: RolloutService) -> FastAPI:
-    """The API over `service`."""
-    app = FastAPI(title="swedojo rollout service", version="1",
-                  description="RL rollouts on SWE tasks for a trainer: batches of groups in, token records out.")
+def create_app(service: RolloutService, token: str) -> FastAPI:
+    """The API over `service`; every call must carry `Authorization: Bearer <token>`."""
+    bearer = HTTPBearer(auto_error=False)
+
+    def authorized(credentials: HTTPAuthorizationCredentials | None = Depends(bearer)) -> None:
+        if credentials is None or not hmac.compare_digest(credentials.credentials.encode(), token.encode()):
+            raise HTTPException(status.HTTP_401_UNAUTHORIZED, "a bearer token is required (the one `dojo serve` printed "
+                                "or was given)", headers={"WWW-Authenticate": "Bearer"})
+
+    app = FastAPI(title="swedojo rollout service", version="1", dependencies=[Depends(authorized)],
+                  description="RL rollouts on SWE tasks for a trainer: batches of groups in, token records out. "
+                              "Every call carries `Authorization: Bearer <token>`.")
 
     def batch_or_404(call, *args):
         try:
@@ -108,6 +119,8 @@ class RunningServer:
     server: uvicorn.Server
     thread: threading.Thread
     url: str
+    token: str
+    """The bearer token every call must carry."""
 
     def stop(self) -> None:
         self.server.should_exit = True
@@ -119,9 +132,11 @@ class ServerStartError(RuntimeError):
 
 
 def serve_in_thread(service: RolloutService, host: str = "127.0.0.1", port: int = 0,
-                    start_timeout_s: float = 30.0) -> RunningServer:
-    """Serve `service` on `host:port` (0: a free port) in a daemon thread; returns once it listens."""
-    server = uvicorn.Server(uvicorn.Config(create_app(service), host=host, port=port, log_level="warning"))
+                    start_timeout_s: float = 30.0, token: str = "") -> RunningServer:
+    """Serve `service` on `host:port` (0: a free port) in a daemon thread; returns once it listens.
+    `token`: the bearer token calls must carry (default: a fresh one, in the answer)."""
+    token = token or secrets.token_urlsafe(24)
+    server = uvicorn.Server(uvicorn.Config(create_app(service, token), host=host, port=port, log_level="warning"))
     thread = threading.Thread(target=server.run, name="swedojo-serve-http", daemon=True)
     thread.start()
     deadline = time.monotonic() + start_timeout_s
@@ -130,4 +145,4 @@ def serve_in_thread(service: RolloutService, host: str = "127.0.0.1", port: int 
             raise ServerStartError(f"the rollout service did not start listening on {host}:{port}")
         time.sleep(0.02)
     bound = server.servers[0].sockets[0].getsockname()
-    return RunningServer(server=server, thread=thread, url=f"http://{bound[0]}:{bound[1]}")
+    return RunningServer(server=server, thread=thread, url=f"http://{bound[0]}:{bound[1]}", token=token)

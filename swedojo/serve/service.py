@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pydantic import BaseModel, Field
+
 from swedojo.agent.backends import (
     BackendError,
     ModelBackend,
@@ -118,14 +120,32 @@ def checkpoint_stamp(directory: Path) -> tuple:
     return tuple(sorted((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files))
 
 
+class ServiceLimits(BaseModel):
+    """What callers of the service may ask for, fixed when it starts: a batch chooses among these,
+    never names a model server or a variable of the service's environment of its own."""
+
+    endpoints: list[str] = Field(default_factory=list)
+    """OpenAI-compatible model servers (http(s)://host/v1[#served-model]) a batch may name as its model."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """The service's environment variable whose value is sent to those servers as their API key."""
+    max_group_size: int = Field(default=64, ge=1)
+    """Samples per instance a batch may ask for."""
+    max_batch_samples: int = Field(default=1024, ge=1)
+    """Samples one batch may ask for (instances times group size)."""
+    max_queued_samples: int = Field(default=4096, ge=1)
+    """Samples not yet finished, over every running batch, the new one included."""
+
+
 class RolloutService:
     """Runs submitted batches; thread-safe, one per process (`dojo serve`)."""
 
     def __init__(self, root: Path, *, backend: str = "local", max_concurrent: int = 4,
-                 pool: SandboxPool | None = None, mirror: Path | None = None) -> None:
+                 pool: SandboxPool | None = None, mirror: Path | None = None,
+                 limits: ServiceLimits | None = None) -> None:
         """`root`: where each batch's directory goes. `pool`: warm docker sandboxes (the caller closes it).
-        `mirror`: local repos as owner/name for every suite."""
+        `mirror`: local repos as owner/name for every suite. `limits`: what callers may ask for."""
         self.root = root
+        self.limits = limits or ServiceLimits()
         self.backend = backend
         self.max_concurrent = max(1, max_concurrent)
         self.mirror = mirror
@@ -153,7 +173,16 @@ class RolloutService:
             return version
 
     def submit(self, request: BatchRequest) -> BatchCreated:
-        """Start `group_size` samples of every selected instance; BadBatchError when it cannot run."""
+        """Start `group_size` samples of every selected instance; BadBatchError when it cannot run
+        or asks for more than the service's limits."""
+        limits = self.limits
+        if request.group_size > limits.max_group_size:
+            raise BadBatchError(f"group_size {request.group_size} is over the service's bound max_group_size="
+                                f"{limits.max_group_size}")
+        remote = request.model.startswith(("http://", "https://"))
+        if remote and request.model not in limits.endpoints:
+            raise BadBatchError(f"model {request.model!r} is not one of the service's endpoints (dojo serve --endpoint): "
+                                f"{', '.join(limits.endpoints) or 'none'}")
         try:
             suite = load_suite(request.suite, self.mirror)
             instances = select_instances(suite.loaded.instances, request.instance_ids)
@@ -161,7 +190,14 @@ class RolloutService:
             raise BadBatchError(str(exc)) from exc
         if not instances:
             raise BadBatchError(f"suite {request.suite} holds no instance to roll out")
-        model = self._model(request.model, request.api_key_env)
+        samples = len(instances) * request.group_size
+        if samples > limits.max_batch_samples:
+            raise BadBatchError(f"{samples} samples ({len(instances)} instances x group_size {request.group_size}) is over "
+                                f"the service's bound max_batch_samples={limits.max_batch_samples}")
+        if (queued := self._queued()) + samples > limits.max_queued_samples:
+            raise BadBatchError(f"{queued} samples are queued and this batch adds {samples}: over the service's bound "
+                                f"max_queued_samples={limits.max_queued_samples}")
+        model = self._model(request.model, limits.api_key_env)
         sampling = request.sampling
         agent = AgentConfig(
             tool_set=request.tool_set,
@@ -270,6 +306,12 @@ class RolloutService:
                 raise BadBatchError(f"model {spec!r}: {exc}") from exc
             self._stamps[spec] = stamp
             return self._models[spec]
+
+    def _queued(self) -> int:
+        """Samples launched and not finished, over every running batch."""
+        with self._lock:
+            batches = [b for b in self._batches.values() if b.state == BatchState.RUNNING]
+        return sum(g.in_flight for b in batches for g in b.groups.values())
 
     def _launch(self, batch: _Batch, group: _Group, samples: int) -> None:
         """Queue `samples` new samples of `group` (the batch's lock held)."""

@@ -53,6 +53,40 @@ def test_a_cmake_configure_that_needs_python_gets_it_in_the_image(make_repo, tmp
     assert "trying again with install python3" in (tmp_path / "out" / "build.log").read_text()
 
 
+BIG_BUILD = {
+    # the tests write 1.2 GiB into the work tree: more than a sandbox's default room (1 GiB)
+    "Makefile": "all: runner\nrunner: runner.c\n\t$(CC) -o runner runner.c\n"
+                "test: runner\n\tdd if=/dev/zero of=scratch bs=1M count=1200 status=none\n\trm -f scratch\n\t./runner\n"
+                ".PHONY: all test\n",
+    "runner.c": '#include <stdio.h>\nint main(void) { printf("1..1\\nok 1 - fine\\n"); return 0; }\n',
+    ".gitignore": "runner\nscratch\n",
+}
+
+
+@pytest.mark.docker
+def test_a_step_that_runs_out_of_space_gets_a_larger_work_tree(make_repo, tmp_path: Path, env_cache: Path) -> None:
+    spec = launch(str(make_repo("big-build", BIG_BUILD, DATE)), tmp_path / "out", backend="docker",
+                  cache_dir=env_cache / "envs")
+    assert spec.test_status == {"fine": TestStatus.PASSED}
+    assert spec.work_tree_mb == 4096
+    assert len(spec.attempts) == 1 and "No space left on device" in spec.attempts[0], spec.attempts
+    assert "trying again with a work tree of 4096 MiB" in (tmp_path / "out" / "build.log").read_text()
+
+
+def test_a_step_out_of_space_asks_for_more_room_each_time_until_the_largest() -> None:
+    recipe = recipe_for("c")
+    analysis = RepoAnalysis(language="c", build_system="make")
+    said = "dd: error writing 'scratch': No space left on device\n"
+    rooms = []
+    for _ in range(3):
+        found = [a for a in recipe.adaptations(analysis, said) if a.work_tree_mb]
+        if not found:
+            break
+        analysis = recipe.adapt(analysis, found[0])
+        rooms.append(analysis.work_tree_mb)
+    assert rooms == [4096, 16384]
+
+
 @pytest.mark.parametrize(("log", "name", "changed"), [
     ("npm error code ERESOLVE\nnpm error ERESOLVE unable to resolve dependency tree", "--legacy-peer-deps",
      {"install_commands": ["npm ci --legacy-peer-deps"]}),

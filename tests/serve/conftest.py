@@ -26,18 +26,23 @@ class Client:
 
     def __init__(self, server: RunningServer, service: RolloutService) -> None:
         self.url = server.url
+        self.token = server.token
         self.service = service
 
+    def request(self, method: str, path: str, body: dict | None = None, token: str | None = None) -> urllib.request.Request:
+        """A call carrying the service's bearer token (`token`: another one; "": none)."""
+        token = self.token if token is None else token
+        headers = {"Content-Type": "application/json", **({"Authorization": f"Bearer {token}"} if token else {})}
+        return urllib.request.Request(self.url + path, data=json.dumps(body).encode() if body is not None else None,
+                                      method=method, headers=headers)
+
     def call(self, method: str, path: str, body: dict | None = None) -> dict:
-        data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(self.url + path, data=data, method=method,
-                                         headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(request, timeout=LIVENESS_S) as response:
+        with urllib.request.urlopen(self.request(method, path, body), timeout=LIVENESS_S) as response:
             return json.load(response)
 
     def stream(self, batch_id: str) -> list[dict]:
         """Every group of the batch from the NDJSON stream, until it ends."""
-        with urllib.request.urlopen(f"{self.url}/batches/{batch_id}/stream", timeout=600) as response:
+        with urllib.request.urlopen(self.request("GET", f"/batches/{batch_id}/stream"), timeout=600) as response:
             return [json.loads(line) for line in response if line.strip()]
 
     def wait_for(self, batch_id: str, done, what: str) -> dict:

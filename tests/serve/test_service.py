@@ -195,8 +195,7 @@ def test_cancelling_a_batch_stops_its_sandboxes_and_reports_nothing_more(serve, 
     batch = client.call("POST", "/batches", {"suite": str(suite), "group_size": 3, "model": gated_solver(tmp_path, gate),
                                              "rewards": "resolved", "launch": False})["batch_id"]
     gate.wait(2)
-    request = urllib.request.Request(f"{client.url}/batches/{batch}", method="DELETE")
-    with urllib.request.urlopen(request) as response:
+    with urllib.request.urlopen(client.request("DELETE", f"/batches/{batch}")) as response:
         assert json.load(response)["state"] == "cancelled"
     assert gate.gone()  # the commands in the batch's sandboxes went with them
     page = client.call("GET", f"/batches/{batch}/groups?cursor=0")
@@ -218,6 +217,37 @@ def test_a_bad_batch_is_refused_with_the_reason(serve, tmp_path):
     with pytest.raises(urllib.error.HTTPError) as missing:
         client.call("GET", "/batches/batch-0000")
     assert missing.value.code == 404
+
+
+def test_every_call_needs_the_token_and_a_batch_names_no_variable_of_the_services(serve, tmp_path):
+    """A local process that reaches the port learns nothing and starts nothing without the token; a
+    batch cannot pick a model server or an environment variable whose value the service would send."""
+    client = serve()
+    for token in ("", "not-the-token"):
+        for method, path, body in [("GET", "/weights", None), ("GET", "/batches/batch-0000", None),
+                                   ("POST", "/batches", {"suite": "demo", "model": "tiny:glm_moe_dsa"})]:
+            with pytest.raises(urllib.error.HTTPError) as refused:
+                urllib.request.urlopen(client.request(method, path, body, token=token))
+            assert refused.value.code == 401, (token, path)
+    assert not list((tmp_path / "served").glob("batch-*"))
+    with pytest.raises(urllib.error.HTTPError) as variable:
+        client.call("POST", "/batches", {"suite": "demo", "model": "http://127.0.0.1:9/v1", "api_key_env": "HOME"})
+    assert variable.value.code == 422 and "api_key_env" in variable.value.read().decode()
+    with pytest.raises(urllib.error.HTTPError) as server:
+        client.call("POST", "/batches", {"suite": "demo", "model": "http://127.0.0.1:9/v1"})
+    assert server.value.code == 400 and "not one of the service's endpoints" in server.value.read().decode()
+
+
+def test_oversized_batches_are_refused_naming_the_bound(serve, tmp_path):
+    from swedojo.serve.service import ServiceLimits
+
+    client = serve(limits=ServiceLimits(max_group_size=8, max_batch_samples=12))
+    for body, bound in [({"group_size": 300000}, "max_group_size=8"),
+                        ({"group_size": 8}, "max_batch_samples=12")]:  # the demo suite's 10 instances x 8
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            client.call("POST", "/batches", {"suite": "demo", "model": "tiny:glm_moe_dsa", **body})
+        assert refused.value.code == 400 and bound in refused.value.read().decode()
+    assert not list((tmp_path / "served").glob("batch-*"))
 
 
 def test_dojo_serve_is_a_command():

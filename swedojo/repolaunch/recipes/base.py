@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from datetime import datetime
@@ -63,6 +64,14 @@ class Adaptation(BaseModel):
     """The log's line that called for it."""
     packages: list[str] = Field(default_factory=list)
     """Debian packages it adds to the runtime layer."""
+    work_tree_mb: int = 0
+    """Room it gives each sandbox's work tree (`EnvSpec.work_tree_mb`); 0: no change."""
+
+
+WORK_TREE_STEPS = (4096, 16384)
+"""Work tree sizes (MiB) a launch tries in turn after a step ran out of space (the default is
+`SandboxConfig.disk_mb`)."""
+_NO_SPACE = re.compile(r"^.*No space left on device.*$", re.MULTILINE)
 
 
 class LanguageRecipe(ABC):
@@ -117,15 +126,20 @@ class LanguageRecipe(ABC):
     def adaptations(self, analysis: RepoAnalysis, said: str) -> list[Adaptation]:
         """What the build log of a failed attempt (`said`) calls for, most specific first. The base:
         a command the step could not find, or a program or library a configure step names, is
-        installed from Debian (`missing_packages`)."""
-        return [Adaptation(name=f"install {package}", cause=cause, packages=[package])
-                for package, cause in missing_packages(said)]
+        installed from Debian (`missing_packages`); a step that ran out of space gets a work tree
+        four times as large (`WORK_TREE_STEPS`)."""
+        found = [Adaptation(name=f"install {package}", cause=cause, packages=[package])
+                 for package, cause in missing_packages(said)]
+        if (full := _NO_SPACE.search(said)) and (room := next((mb for mb in WORK_TREE_STEPS if mb > analysis.work_tree_mb), 0)):
+            found.append(Adaptation(name=f"a work tree of {room} MiB", cause=full.group(0).strip(), work_tree_mb=room))
+        return found
 
     def adapt(self, analysis: RepoAnalysis, adaptation: Adaptation) -> RepoAnalysis:
-        """The analysis with `adaptation` applied (the base adds its packages)."""
+        """The analysis with `adaptation` applied (the base adds its packages and its room)."""
         packages = [p for p in adaptation.packages if p not in analysis.system_packages]
         said = Evidence(file="(launch)", says=f"{adaptation.name}: {adaptation.cause}")
         return analysis.model_copy(update={"system_packages": [*analysis.system_packages, *packages],
+                                           "work_tree_mb": max(analysis.work_tree_mb, adaptation.work_tree_mb),
                                            "evidence": [*analysis.evidence, said]})
 
     # --- layers (both backends) -------------------------------------------------------------------
