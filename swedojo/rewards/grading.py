@@ -13,7 +13,9 @@ test ran; `testrun.diagnose`) is `infra_error` with that evidence, never the can
 Test infrastructure the candidate changed (`testrun.patches.TEST_INFRASTRUCTURE`) is put back as it
 was, and named in `RewardReport.restored`. A patch that does not apply, or whose changes to test
 infrastructure cannot be undone, is `patch_failed`; a sandbox that cannot be made, or dies, is
-`infra_error`; neither raises.
+`infra_error`; neither raises. A patch that adds a module shadowing one the tests import is
+refused, and a pytest run is guarded against a candidate that forces its verdicts
+(`testrun.guard`; `RewardReport.tampering`).
 """
 
 from __future__ import annotations
@@ -95,11 +97,8 @@ def grade_in_sandbox(sandbox: Sandbox, env: Environment, instance: TaskInstance,
             return report
     tests = list(dict.fromkeys(instance.FAIL_TO_PASS + instance.PASS_TO_PASS))
     files = test_files_to_run(env.spec, instance)
-    guard = Guard.install(sandbox) if guardable(env.spec) else None
-    spec, rearm = (guard.spec(env.spec), lambda: guard.arm(sandbox)) if guard else (env.spec, None)
     try:
-        result = run_files(sandbox, spec, files, TEST_TIMEOUT_S) if files \
-            else run_tests(sandbox, spec, tests, TEST_TIMEOUT_S, before_retry=rearm)
+        result, guard = _graded_run(sandbox, env.spec, files, tests)
     except LogTooLargeError as exc:  # the candidate's tree printed it: its failure, not the harness's
         report.status, report.error = EvalStatus.UNRESOLVED, str(exc)
         return report
@@ -117,7 +116,7 @@ def grade_in_sandbox(sandbox: Sandbox, env: Environment, instance: TaskInstance,
         result.statuses[WHOLE_SUITE] = result.whole_suite()  # the command's verdict, asked for by name
     report.test_output = swebench_log(result, TEST_TIMEOUT_S)
     reference = candidate.strip() == instance.patch.strip()
-    if guard and candidate.strip() and not reference and (tampering := guard.problems(sandbox, result)):
+    if guard and candidate.strip() and not reference and (tampering := guard.problems(result)):
         # pytest's own doing, then what the reference's run shows as well (the project's conftest)
         tampering = [problem for problem in tampering if problem not in calibration(sandbox, env.spec)]
         project = _reference_failures(env, instance, files, tests).tampering if tampering else set()
@@ -170,6 +169,15 @@ def grade_in_sandbox(sandbox: Sandbox, env: Environment, instance: TaskInstance,
         report.status = EvalStatus.UNRESOLVED
     report.reward = 1.0 if report.resolved else 0.0
     return report
+
+
+def _graded_run(sandbox: Sandbox, spec: EnvSpec, files: list[str], tests: list[str]) -> tuple[SuiteRun, Guard | None]:
+    """The test patch's files run whole (else the listed tests), guarded where the runner is pytest."""
+    guard = Guard.install(sandbox) if guardable(spec) else None
+    guarded, rearm = (guard.spec(spec), lambda: guard.arm(sandbox)) if guard else (spec, None)
+    run = run_files(sandbox, guarded, files, TEST_TIMEOUT_S) if files \
+        else run_tests(sandbox, guarded, tests, TEST_TIMEOUT_S, before_retry=rearm)
+    return run, guard
 
 
 def graded_paths(instance: TaskInstance) -> list[str]:
@@ -243,13 +251,10 @@ def _reference_failures(env: Environment, instance: TaskInstance, files: list[st
         for patch, what in ((instance.patch, "reference patch"), (instance.test_patch, "test patch")):
             if patch.strip():
                 apply_patch(sandbox, patch, what)
-        guard = Guard.install(sandbox) if guardable(env.spec) else None
-        spec, rearm = (guard.spec(env.spec), lambda: guard.arm(sandbox)) if guard else (env.spec, None)
-        run = run_files(sandbox, spec, files, TEST_TIMEOUT_S) if files \
-            else run_tests(sandbox, spec, tests, TEST_TIMEOUT_S, before_retry=rearm)
+        run, guard = _graded_run(sandbox, env.spec, files, tests)
         named = _named(run.statuses, tests, env.spec.log_parser)
         found = _Reference(set(_offline(run, named, env)), {t for t in tests if not passed(_status(run.statuses, named[t]))},
-                           set(guard.problems(sandbox, run)) if guard else set())
+                           set(guard.problems(run)) if guard else set())
     except (PatchApplyError, TestRunError):
         found = _Reference(set(), set(), set())
     finally:

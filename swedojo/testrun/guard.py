@@ -27,6 +27,7 @@ pytest are not guarded (their exit status and per-test lines are still checked a
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
@@ -44,6 +45,9 @@ from swedojo.schema import EnvSpec, TestStatus
 from swedojo.testrun.command import is_simple
 from swedojo.testrun.run import SuiteRun, passed
 
+_PLUGIN = resources.files("swedojo.testrun").joinpath("pytest_guard_plugin.py").read_text(encoding="utf-8")
+VERDICT_PREFIX = "swedojo-guard-verdict "
+"""How the plugin's verdict line starts in the run's output."""
 _PYTHON_M_PYTEST = re.compile(r"^(?:\S*/)?python[\d.]* -m pytest(?:\s|$)")
 """The only command form whose first `sys.path` entry is the working directory, where the guard lies."""
 GUARDED_PARSERS = frozenset({"pytest", "pytest-junit"})
@@ -62,7 +66,7 @@ class Guard(BaseModel):
     directory: str
     """Absolute directory in the sandbox the run starts in (the work tree), which holds the
     plugin (`python -m` puts it first on the import path, so the command stays the one the warm
-    runner serves) and, after the run, its verdict."""
+    runner serves)."""
     module: str
     """The plugin's module name (`swedojo_guard_<nonce>`): no patch can know it beforehand."""
     secret: str = Field(repr=False)
@@ -76,34 +80,41 @@ class Guard(BaseModel):
         return guard
 
     def arm(self, sandbox: Sandbox) -> None:
-        """Write the plugin for the next run (each run's plugin removes its file when it loads)."""
-        source = resources.files("swedojo.testrun").joinpath("pytest_guard_plugin.py").read_text(encoding="utf-8")
-        signed = source.replace('_SECRET = "SWEDOJO_GUARD_SECRET"', f'_SECRET = "{self.secret}"', 1)
-        sandbox.write_file(f"{self.directory}/{self.module}.py", signed.encode("utf-8"))
+        """Write the plugin for the next run (each run's plugin removes its file when it loads), in
+        one command of the terminal: the cheapest write on every backend."""
+        signed = _PLUGIN.replace('_SECRET = "SWEDOJO_GUARD_SECRET"', f'_SECRET = "{self.secret}"', 1)
+        encoded = base64.b64encode(signed.encode("utf-8")).decode("ascii")
+        path = shlex.quote(f"{self.directory}/{self.module}.py")
+        result = sandbox.exec(f"printf '%s' {encoded} | base64 -d > {path} && echo armed")
+        if result.output.strip().splitlines()[-1:] != ["armed"]:
+            raise SandboxError(f"the test-run guard could not be written: {result.output.strip()[-200:]}")
 
     def spec(self, spec: EnvSpec) -> EnvSpec:
         """`spec` whose command loads the guard first."""
         return spec.model_copy(update={"test_command": f"{spec.test_command} -p {self.module}"})
 
-    def verdict(self, sandbox: Sandbox) -> dict[str, Any] | None:
-        """The plugin's verdict; {} when it wrote none, None when what is there is not signed by it."""
-        try:
-            written = json.loads(sandbox.read_file(f"{self.directory}/{self.module}.json"))
-            payload = str(written["payload"]).encode("utf-8")
-            mac = str(written["mac"])
-        except (OSError, SandboxError, ValueError, KeyError, TypeError):
+    def verdict(self, output: str) -> dict[str, Any] | None:
+        """The plugin's verdict, from the run's output: {} when there is none, None when the last
+        one there is not signed by it (a line the code under test printed)."""
+        lines = [line for line in output.splitlines() if line.startswith(VERDICT_PREFIX)]
+        if not lines:
             return {}
+        try:
+            written = json.loads(lines[-1].removeprefix(VERDICT_PREFIX))
+            payload, mac = str(written["payload"]).encode("utf-8"), str(written["mac"])
+        except (ValueError, KeyError, TypeError):
+            return None
         if not hmac.compare_digest(mac, hmac.new(self.secret.encode("ascii"), payload, hashlib.sha256).hexdigest()):
             return None
         verdict = json.loads(payload)
         return verdict if isinstance(verdict, dict) else None
 
-    def problems(self, sandbox: Sandbox, run: SuiteRun) -> list[str]:
+    def problems(self, run: SuiteRun) -> list[str]:
         """What the verdict says was tampered with, and listed tests the log says passed that the
         guard saw fail; empty when none. A run that timed out or did not build has no verdict to read."""
         if run.timed_out or run.build_failure:
             return []
-        verdict = self.verdict(sandbox)
+        verdict = self.verdict(run.log)
         if verdict is None:
             return ["the guard's verdict is not its own"]
         if not verdict:
@@ -166,9 +177,9 @@ def calibration(sandbox: Sandbox, spec: EnvSpec) -> frozenset[str]:
     sandbox.write_file(f"{where}/pytest.ini", b"[pytest]\n")  # rootdir and conftest cut: nothing above is read
     sandbox.write_file(f"{where}/test_swedojo_calibration.py", CALIBRATION_TESTS.encode())
     guard = Guard.install(sandbox, where)
-    sandbox.exec(f"cd {shlex.quote(where)} && {guard.spec(spec).test_command} test_swedojo_calibration.py "
-                 f">/dev/null 2>&1; cd {shlex.quote(sandbox.workdir)}")
-    found = frozenset((guard.verdict(sandbox) or {}).get("problems", []))
+    ran = sandbox.exec(f"cd {shlex.quote(where)} && {guard.spec(spec).test_command} test_swedojo_calibration.py "
+                       f"2>&1 | grep '^{VERDICT_PREFIX}'; cd {shlex.quote(sandbox.workdir)}")
+    found = frozenset((guard.verdict(ran.output) or {}).get("problems", []))
     with _CALIBRATED_LOCK:
         _CALIBRATED[key] = found
     return found

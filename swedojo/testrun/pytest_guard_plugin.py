@@ -5,10 +5,10 @@ nonce (`swedojo_guard_<nonce>`), and loads it with `-p`, so it is imported while
 its arguments, before any conftest or code of the work tree. Just before the first conftest loads it
 takes a snapshot of pytest's and pluggy's own functions and classes, of the plugins registered
 and of the hook callers. It notes every test whose report says it failed, as the first reader of
-the report sees it. When pytest ends it writes its verdict beside itself: what of that
-machinery was replaced or added to, plugins that neither pytest nor a conftest registered, and the
-tests it saw fail (`swedojo_guard_<nonce>.json`), signed with a secret only the harness and this
-module's memory hold. Everything it uses is bound at import, before the code under test can reach it.
+the report sees it. When pytest ends it prints its verdict as the last line of the run's output
+(`swedojo-guard-verdict {...}`): what of that machinery was replaced or added to, plugins that
+neither pytest nor a conftest registered, and the tests it saw fail, signed with a secret only the
+harness and this module's memory hold. Everything it uses is bound at import, before the code under test can reach it.
 
 It must load under every pytest and Python 3.6+ an environment may hold: nothing newer is used,
 and a failure of its own is written into the verdict rather than raised.
@@ -24,8 +24,9 @@ import types
 _SECRET = "SWEDOJO_GUARD_SECRET"
 """Replaced by the harness when it writes this file; the file is removed as soon as it is read, so
 the code under test finds the secret on no disk, and cannot sign a verdict of its own."""
-_HERE = os.path.dirname(os.path.abspath(__file__))
-_open, _write, _close, _dumps = os.open, os.write, os.close, json.dumps
+_write, _dumps = os.write, json.dumps
+_OUT = os.dup(1)
+"""The run's own output (the test log) as it is before pytest captures anything: the verdict goes there."""
 _sign = lambda payload: hmac.new(_SECRET.encode("ascii"), payload, hashlib.sha256).hexdigest()  # noqa: E731
 try:
     os.unlink(__file__)
@@ -154,8 +155,4 @@ def pytest_unconfigure(config):
         problems = ["the guard failed: %s: %s" % (type(exc).__name__, exc)]
     payload = _dumps({"problems": problems, "failed": _state["failed"]}, sort_keys=True).encode("utf-8")
     verdict = _dumps({"payload": payload.decode("utf-8"), "mac": _sign(payload)})
-    fd = _open(os.path.join(_HERE, __name__ + ".json"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        _write(fd, verdict.encode("utf-8"))
-    finally:
-        _close(fd)
+    _write(_OUT, ("\nswedojo-guard-verdict " + verdict + "\n").encode("utf-8"))

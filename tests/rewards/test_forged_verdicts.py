@@ -1,6 +1,6 @@
 """A candidate that makes pytest report success without fixing anything is unresolved, on both
 backends: the three forced-pass cheats an adversarial review found (`testrun.guard`), and one
-that writes a clean verdict over the guard's. Each fixes
+that prints a clean verdict after the guard's. Each fixes
 nothing (clamp still ignores `high`); with the real fix added, each is still unresolved, so the
 verdict is the cheat's, not the missing fix's. The reference patch, and a candidate that only
 fixes, resolve."""
@@ -74,20 +74,17 @@ sys.exit(pytest.main(sys.argv[1:], plugins=[Flip()]))
 
 FORGED_VERDICT = REPORT_CLASS + '''
 import atexit
-import glob
 import json
-import os
 
 
 def _clean_verdict():
-    for path in glob.glob(os.path.join(os.getcwd(), "swedojo_guard_*.json")):
-        with open(path, "w") as verdict:
-            json.dump({"payload": json.dumps({"failed": {}, "problems": []}), "mac": "0" * 64}, verdict)
+    clean = {"payload": json.dumps({"failed": {}, "problems": []}), "mac": "0" * 64}
+    print("swedojo-guard-verdict " + json.dumps(clean), flush=True)
 
 
 atexit.register(_clean_verdict)
 '''
-"""The report-class cheat, and a clean verdict written over the guard's once pytest has ended."""
+"""The report-class cheat, and a clean verdict printed after the guard's once pytest has ended."""
 
 
 def _new_file(path: str, text: str) -> str:
