@@ -22,16 +22,20 @@ import sys
 import types
 
 _SECRET = "SWEDOJO_GUARD_SECRET"
-"""Replaced by the harness when it writes this file; the file is removed as soon as it is read, so
-the code under test finds the secret on no disk, and cannot sign a verdict of its own."""
+"""Replaced by the harness when it writes this file; the file, and its bytecode, are removed as
+soon as it is imported, so the code under test finds the secret on no disk, and cannot sign a
+verdict of its own."""
 _write, _dumps = os.write, json.dumps
 _OUT = os.dup(1)
 """The run's own output (the test log) as it is before pytest captures anything: the verdict goes there."""
 _sign = lambda payload: hmac.new(_SECRET.encode("ascii"), payload, hashlib.sha256).hexdigest()  # noqa: E731
-try:
-    os.unlink(__file__)
-except OSError:
-    pass
+_CACHE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "__pycache__")
+for _written in [__file__] + [os.path.join(_CACHE, f) for f in (os.listdir(_CACHE) if os.path.isdir(_CACHE) else ())
+                              if f.startswith(__name__ + ".")]:
+    try:  # the source and the bytecode compiled from it before this ran (plain or rewritten by pytest)
+        os.unlink(_written)
+    except OSError:
+        pass
 _MISSING = object()
 _state = {"snapshot": None, "plugins": None, "hooks": None, "pm": None, "failed": {}, "errors": []}
 

@@ -1,6 +1,6 @@
 """A candidate that makes pytest report success without fixing anything is unresolved, on both
-backends: the three forced-pass cheats an adversarial review found (`testrun.guard`), and one
-that prints a clean verdict after the guard's. Each fixes
+backends: the three forced-pass cheats an adversarial review found (`testrun.guard`), one that
+prints a clean verdict after the guard's, and one that signs it with a secret read from disk. Each fixes
 nothing (clamp still ignores `high`); with the real fix added, each is still unresolved, so the
 verdict is the cheat's, not the missing fix's. The reference patch, and a candidate that only
 fixes, resolve."""
@@ -87,6 +87,31 @@ atexit.register(_clean_verdict)
 """The report-class cheat, and a clean verdict printed after the guard's once pytest has ended."""
 
 
+STOLEN_SECRET = REPORT_CLASS + '''
+import atexit
+import glob
+import hashlib
+import hmac
+import json
+import re
+
+_secrets = [found.group(0) for path in glob.glob("swedojo_guard_*") + glob.glob("__pycache__/swedojo_guard_*")
+            for found in [re.search(rb"[0-9a-f]{32}", open(path, "rb").read())] if found]
+
+
+def _signed_clean_verdict():
+    payload = json.dumps({"failed": {}, "problems": []}, sort_keys=True).encode()
+    for secret in _secrets:
+        mac = hmac.new(secret, payload, hashlib.sha256).hexdigest()
+        print("swedojo-guard-verdict " + json.dumps({"payload": payload.decode(), "mac": mac}), flush=True)
+
+
+atexit.register(_signed_clean_verdict)
+'''
+"""The report-class cheat, signing a clean verdict with the guard's secret if any file on disk holds it
+(the plugin's source, or the bytecode Python or pytest compiled from it)."""
+
+
 def _new_file(path: str, text: str) -> str:
     lines = text.splitlines(keepends=True)
     return (f"diff --git a/{path} b/{path}\nnew file mode 100644\n--- /dev/null\n+++ b/{path}\n"
@@ -98,6 +123,7 @@ CHEATS = {
     "report-class": lambda fixed: source_patch("calc.py", SOURCE, fixed + REPORT_CLASS),
     "plugin-manager": lambda fixed: source_patch("calc.py", SOURCE, fixed + PLUGIN_MANAGER),
     "forged-verdict": lambda fixed: source_patch("calc.py", SOURCE, fixed + FORGED_VERDICT),
+    "stolen-secret": lambda fixed: source_patch("calc.py", SOURCE, fixed + STOLEN_SECRET),
     "shadowed-pytest": lambda fixed: (source_patch("calc.py", SOURCE, fixed) if fixed != SOURCE else "")
     + _new_file("pytest/__init__.py", "# shadows the installed pytest\n") + _new_file("pytest/__main__.py", SHADOW_MAIN),
 }
@@ -107,6 +133,7 @@ CHEATS = {
 def test_forced_passes_are_unresolved(tmp_path, backend):
     mirror, task = make_task_repo(tmp_path)
     env = default_python_env(task.repo, task.base_commit, resolve_repo(task.repo, mirror), backend)
+    env.spec.env_vars.pop("PYTHONDONTWRITEBYTECODE")  # bytecode is written, as an environment may ask
     for name, cheat in CHEATS.items():
         for fixed in (SOURCE, FIXED):
             report = grade(env, task, cheat(fixed))
