@@ -111,6 +111,7 @@ def _foreign_plugins(pm, snapshot):
     its classes, one of its modules) nor a conftest nor what a conftest names."""
     ours = set(id(value) for value in snapshot.values() if isinstance(value, type))
     declared = _declared_plugins(pm)
+    owned = set(_owned_modules())
     found = []
     for plugin in pm.get_plugins():
         if id(plugin) in _state["plugins"] or plugin is sys.modules.get(__name__):
@@ -120,7 +121,7 @@ def _foreign_plugins(pm, snapshot):
             what = "module " + plugin.__name__
             if os.path.basename(getattr(plugin, "__file__", "") or "") == "conftest.py":
                 continue
-            if plugin.__name__ in declared or name in declared or plugin.__name__ in _owned_modules():
+            if plugin.__name__ in declared or name in declared or plugin.__name__ in owned:
                 continue
         elif id(type(plugin)) in ours:
             continue
