@@ -12,6 +12,15 @@ removed afterwards (`--keep-images` keeps them), so a later run is cold again. R
 `OUT/results.jsonl`, one line per repo, and a run with the same `--out` resumes after the repos
 it has (the last line of a repo counts; `--retry-failed` launches the failed ones again). Prints a table (outcome: ok, or the failed stage and the launch's one-line reason) and
 ends with `RESULT ...`; exits 1 when a dependency-free repo did not launch.
+
+`--breadth LIST` measures generality instead, on the corpus a README lists (`../shared/realrepos/
+README.md`: families headed `Python:`, `Go (...):`, entries `owner/name`): each repository at HEAD
+and at its old commit (the last first-parent commit at least three years before HEAD, else the
+first commit), once each, on `--backend`. Success: an `EnvSpec` whose baseline has at least five
+passing tests and whose statuses agree between its two validation runs (no flaky test). A third of
+each family is held out (`held_out`: seeded, chosen once): rules are developed on the rest, and
+the rates are reported for both, `--part` picking one. Results go to `OUT/breadth.jsonl`
+(resumable); ends with `RESULT head_rate=... old_rate=... held_out_head_rate=... ...`.
 """
 
 from __future__ import annotations
@@ -19,6 +28,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
+import re
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -62,6 +74,119 @@ REPOS = [
 """Java has no dependency-free entry: Maven fetches its plugins (compiler, surefire) from Maven
 Central, so even a project with no dependency needs it."""
 FAILING = (TestStatus.FAILED, TestStatus.ERROR)
+
+
+FLAKY = "statuses differ between validation runs"
+"""The outcome of an environment that launched with flaky tests (named in its EnvSpec): the strict
+rate counts it failed, the `_with_flaky` rates launched."""
+BREADTH_SEED = 30
+"""Seed of the held-out choice; changing it spends the held-out third (its repos have been seen)."""
+OLD_YEARS = 3
+
+
+def corpus(readme: Path) -> dict[str, list[str]]:
+    """Family -> `owner/name` entries of a corpus README: a line ending in ':' heads a family (its
+    first word, lower case), the lines under it list repositories."""
+    families: dict[str, list[str]] = {}
+    family = ""
+    for line in readme.read_text().splitlines():
+        if re.match(r"^[A-Z][^:]*:\s*$", line) or re.match(r"^[A-Z][\w /+]*\(.*\):\s*$", line):
+            family = line.split()[0].rstrip(":").lower()
+            families[family] = []
+        elif family and line.strip():
+            families[family] += re.findall(r"\b([\w.-]+/[\w.-]+)\b", line)
+        elif family and not line.strip() and families[family]:
+            family = ""
+    return {f: repos for f, repos in families.items() if repos}
+
+
+def held_out(families: dict[str, list[str]]) -> set[str]:
+    """A third of each family (rounded), drawn with `BREADTH_SEED` from its sorted entries."""
+    rng = random.Random(BREADTH_SEED)
+    return {repo for repos in families.values() for repo in rng.sample(sorted(repos), round(len(repos) / 3))}
+
+
+def _git(source: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(source), *args], capture_output=True, text=True, check=True).stdout.strip()
+
+
+def old_commit(source: Path) -> str:
+    """The last first-parent commit at least `OLD_YEARS` years before HEAD's, else the first commit."""
+    head = int(_git(source, "log", "-1", "--format=%ct", "HEAD"))
+    before = head - OLD_YEARS * 365 * 86400
+    return _git(source, "rev-list", "-1", "--first-parent", f"--before={before}", "HEAD") \
+        or _git(source, "rev-list", "--max-parents=0", "HEAD").splitlines()[-1]
+
+
+def _breadth_once(repo: str, commit: str, mirror: Path, out: Path, backend: str) -> dict:
+    start = time.monotonic()
+    result: dict = {"outcome": "ok", "passing": 0, "flaky": 0, "tests": 0}
+    try:
+        spec = launch(repo, out, commit=commit, backend=backend, mirror=mirror)
+        result |= {"tests": len(spec.test_status), "flaky": len(spec.flaky_tests),
+                   "passing": sum(1 for status in spec.test_status.values() if status.counts_as_pass),
+                   "runtime": f"{spec.language} {spec.runtime_version}",
+                   "skipped_for_modules": sorted(spec.skipped_for_modules)}
+        if result["passing"] < 5:
+            result["outcome"] = f"too few passing tests ({result['passing']})"
+        elif result["flaky"]:
+            result["outcome"] = f"{FLAKY} ({result['flaky']} tests)"
+    except LaunchError as exc:
+        result["outcome"] = f"{exc.stage}: {exc.message.splitlines()[0][:300] if exc.message else ''}"
+    except Exception as exc:  # noqa: BLE001 - a crash is a result here, named
+        result["outcome"] = f"crash: {type(exc).__name__}: {str(exc)[:300]}"
+    result["seconds"] = round(time.monotonic() - start, 1)
+    return result
+
+
+def breadth(args: argparse.Namespace) -> int:
+    families = corpus(args.breadth)
+    hidden = held_out(families)
+    chosen = [(family, repo) for family, repos in families.items() for repo in repos
+              if (not args.family or family in args.family) and (not args.only or repo in args.only)
+              and (args.part == "all" or (repo in hidden) == (args.part == "held-out"))]
+    missing = [repo for _, repo in chosen if args.mirror is None or not (args.mirror / repo).exists()]
+    if missing:
+        print(f"no local mirror (MIRROR/<owner>/<name>) of: {', '.join(missing)}; launching the rest", file=sys.stderr)
+    args.out.mkdir(parents=True, exist_ok=True)
+    results = args.out / "breadth.jsonl"
+    done = {(r["repo"], r["which"]): r for r in map(json.loads, results.read_text().splitlines())} \
+        if results.is_file() else {}
+    if args.retry_failed:
+        done = {key: r for key, r in done.items() if r["outcome"] == "ok"}
+    for family, repo in chosen:
+        if repo in missing:
+            continue
+        source = args.mirror / repo
+        for which, commit in (("head", _git(source, "rev-parse", "HEAD")), ("old", old_commit(source))):
+            if (repo, which) in done:
+                continue
+            print(f"launching {repo} @ {which} {commit[:10]} ({family})", file=sys.stderr, flush=True)
+            record = {"repo": repo, "family": family, "which": which, "commit": commit, "held_out": repo in hidden,
+                      **_breadth_once(repo, commit, args.mirror, args.out / repo.replace("/", "+") / which, args.backend)}
+            done[(repo, which)] = record
+            with results.open("a") as f:
+                f.write(json.dumps(record) + "\n")
+    records = [done[(repo, which)] for _, repo in chosen for which in ("head", "old") if (repo, which) in done]
+    print(f"held out (seed {BREADTH_SEED}): {', '.join(sorted(hidden))}")
+    print("| repo | family | part | commit | outcome | tests / passing | s |")
+    print("|---|---|---|---|---|---|---|")
+    for r in records:
+        outcome = r["outcome"].replace("|", "\\|")
+        print(f"| {r['repo']} | {r['family']} | {'held out' if r['held_out'] else 'developed'} | {r['which']} "
+              f"{r['commit'][:10]} | {outcome} | {r['tests']} / {r['passing']} | {r['seconds']:.0f} |")
+
+    def rate(held: bool, which: str, flaky_ok: bool = False) -> str:
+        some = [r for r in records if r["held_out"] == held and r["which"] == which]
+        good = sum(r["outcome"] == "ok" or (flaky_ok and r["outcome"].startswith(FLAKY)) for r in some)
+        return f"{good}/{len(some)}"
+
+    print(f"RESULT backend={args.backend} head={rate(False, 'head')} old={rate(False, 'old')} "
+          f"held_out_head={rate(True, 'head')} held_out_old={rate(True, 'old')} "
+          f"head_with_flaky={rate(False, 'head', True)} old_with_flaky={rate(False, 'old', True)} "
+          f"held_out_head_with_flaky={rate(True, 'head', True)} held_out_old_with_flaky={rate(True, 'old', True)} "
+          f"missing_mirrors={len(missing)}")
+    return 0
 
 
 def _layers(out: Path) -> list[dict]:
@@ -119,7 +244,15 @@ def main() -> int:
     parser.add_argument("--only", nargs="*", default=[], help="owner/name of the repos to launch (default: all).")
     parser.add_argument("--retry-failed", action="store_true", help="Launch again the repos --out has as failed.")
     parser.add_argument("--keep-images", action="store_true", help="Keep the layers the cold launches built.")
+    parser.add_argument("--breadth", type=Path, help="A corpus README (../shared/realrepos/README.md): launch each "
+                                                     "repository at HEAD and at an old commit.")
+    parser.add_argument("--part", choices=("all", "developed", "held-out"), default="all",
+                        help="--breadth: the repositories to launch (the held-out third last, when the work is done).")
+    parser.add_argument("--family", nargs="*", default=[], help="--breadth: only these families (python, go, ...).")
+    parser.add_argument("--backend", default="docker", choices=("docker", "local"), help="--breadth: the backend.")
     args = parser.parse_args()
+    if args.breadth:
+        return breadth(args)
     chosen = [r for r in REPOS if not args.only or r.repo in args.only]
     unknown = sorted(set(args.only) - {r.repo for r in REPOS})
     if unknown:

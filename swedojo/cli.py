@@ -85,17 +85,35 @@ def schema(name: str = typer.Argument("", help="One model name; all when empty."
 API_KEY_ENV = typer.Option("OPENAI_API_KEY", help="For an http(s) --model: the variable that holds its API key.")
 
 
-def _load_model(spec: str, api_key_env: str = "OPENAI_API_KEY"):
-    from swedojo.agent.backends import load_backend
+def _load_model(spec: str, api_key_env: str = "OPENAI_API_KEY", cost_limit: float | None = None):
+    """The backend `--model` names; a provider's model reads its key from `--api-key-env` only when one
+    other than the default is given (else from the provider's own variable, ANTHROPIC_API_KEY, ...)."""
+    from swedojo.agent.backends import BackendError, load_backend
 
     console.print(f"loading model {spec} ...")
-    return load_backend(spec, api_key_env=api_key_env) if spec.startswith(("http://", "https://")) else load_backend(spec)
+    if spec.startswith(("http://", "https://")):
+        backend = load_backend(spec, api_key_env=api_key_env)
+    elif api_key_env != "OPENAI_API_KEY" and not spec.startswith(("tiny:", "scripted:")) and not Path(spec).is_dir():
+        backend = load_backend(spec, api_key_env=api_key_env)
+    else:
+        backend = load_backend(spec)
+    if cost_limit is not None and not getattr(backend, "priced", False):
+        raise BackendError(f"--cost-limit: the price of {spec} is not known (only a provider's model that litellm's "
+                           "price map lists has one), so its cost cannot be counted")
+    return backend
 
 
-def _agent_config(max_steps: int = 40, temperature: float = 0.0):
+COST_LIMIT = typer.Option(None, min=0.0, help="For a model: US dollars each instance may spend at the provider's list "
+                          "price (a provider's model litellm prices); past it the instance stops (limit_cost).")
+TOKEN_LIMIT = typer.Option(None, min=1, help="For a model: prompt plus completion tokens each instance may use "
+                           "(each turn's whole prompt counts, as a hosted API bills); past it the instance stops (limit_tokens).")
+
+
+def _agent_config(max_steps: int = 40, temperature: float = 0.0, cost_limit: float | None = None,
+                  token_limit: int | None = None):
     from swedojo.agent.loop import AgentConfig, LoopLimits
 
-    config = AgentConfig(limits=LoopLimits(max_steps=max_steps))
+    config = AgentConfig(limits=LoopLimits(max_steps=max_steps, max_cost_usd=cost_limit, max_total_tokens=token_limit))
     config.sampling.temperature = temperature
     return config
 
@@ -118,6 +136,11 @@ def _print_summary(summary, out: Path, skipped: int = 0) -> None:
             table.add_row(status, str(count))
     if summary.not_submitted:
         table.add_row("not submitted", str(len(summary.not_submitted)))
+    if summary.prompt_tokens or summary.completion_tokens:
+        table.add_row("tokens (prompt + completion)", f"{summary.prompt_tokens} + {summary.completion_tokens}")
+        unknown = f" ({len(summary.cost_unknown)} instance(s) at no known price left out)" if summary.cost_unknown else ""
+        cost = "unknown" if summary.cost_usd is None else f"${summary.cost_usd:.4f}{unknown}"
+        table.add_row("model cost", cost)
     left_out = f"; {_records(skipped)} skipped" if skipped else ""
     table.add_row("[bold]resolved rate[/bold]", f"[bold]{summary.resolved}/{summary.total} ({summary.resolved_rate:.0%}{left_out})[/bold]")
     console.print(table)
@@ -178,10 +201,12 @@ def eval_command(
     rewards: str = typer.Option("tiers", help="tiers: score every reward tier (gated); resolved: SWE-bench grading only (faster)."),
     perceptual_model: Path = typer.Option(None, help="With --rewards tiers: a local image-classification checkpoint "
                                           "(transformers) that tier visual of front-end tasks rates each frame with."),
-    model: str = typer.Option(None, help="For --policy model: checkpoint dir, http(s) URL[#served-model], tiny:ARCH or scripted:FILE."),
+    model: str = typer.Option(None, help="For --policy model: checkpoint dir, http(s) URL[#served-model], tiny:ARCH, scripted:FILE or a provider's model (openai/gpt-4o, anthropic/claude-sonnet-4-5)."),
     api_key_env: str = API_KEY_ENV,
     trajectories: Path = typer.Option(None, help="For --policy replay: a run's trajectories/ directory."),
     max_steps: int = typer.Option(40, help="For --policy model: assistant turns before the run stops."),
+    cost_limit: float = COST_LIMIT,
+    token_limit: int = TOKEN_LIMIT,
     temperature: float = typer.Option(0.0, min=0.0, help="For --policy model: the sampling temperature (0: greedy)."),
     seed: int = typer.Option(0, help="For --policy model with a temperature: the sampling seed. Each instance's episode "
                              "samples with a seed of its own derived from this one and its id, so a run samples the "
@@ -202,6 +227,7 @@ def eval_command(
     An existing --out is resumed when it was made by the same suite, policy (or predictions file),
     model, rewards, temperature and seed; its infra_error instances are tried again."""
     from swedojo import __version__
+    from swedojo.agent.backends import BackendError
     from swedojo.agent.factory import make_policy
     from swedojo.datasets.io import SuiteFormatError, select_instances
     from swedojo.datasets.predictions import load_predictions
@@ -232,8 +258,8 @@ def eval_command(
         runner = make_executor(executor, workers, address)
         if pool > 0 and executor != "local":
             raise ValueError("--pool keeps warm sandboxes in this process: it is for --executor local")
-        model_backend = _load_model(model, api_key_env) if policy == "model" and model else None
-        agent = _agent_config(max_steps, temperature)
+        model_backend = _load_model(model, api_key_env, cost_limit) if policy == "model" and model else None
+        agent = _agent_config(max_steps, temperature, cost_limit, token_limit)
         preds = load_predictions(predictions) if predictions else None
         if preds:
             if ctx.get_parameter_source("policy").name != "DEFAULT":
@@ -243,7 +269,7 @@ def eval_command(
         make_policy(policy, model_backend, trajectories, agent, patches)
         loaded_suite = load_suite(suite, mirror)
         instances = select_instances(loaded_suite.loaded.instances, instance or [], slice_, limit)
-    except (SuiteFormatError, ValueError, PerceptualModelError) as exc:
+    except (SuiteFormatError, ValueError, PerceptualModelError, BackendError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
     for err in loaded_suite.loaded.errors:
@@ -412,7 +438,7 @@ def demo_problems(policy: str, summary: Summary, run_dir: Path) -> list[str]:
 def run_command(
     repo: str = typer.Option(..., help="Repository: a local path or a git URL."),
     issue: str = typer.Option(..., help="The issue: a text/markdown file, or a GitHub issue URL (needs network)."),
-    model: str = typer.Option("tiny:glm_moe_dsa", help="Checkpoint dir, http(s) URL[#served-model], tiny:ARCH or scripted:FILE."),
+    model: str = typer.Option("tiny:glm_moe_dsa", help="Checkpoint dir, http(s) URL[#served-model], tiny:ARCH, scripted:FILE or a provider's model (openai/gpt-4o, anthropic/claude-sonnet-4-5)."),
     api_key_env: str = API_KEY_ENV,
     commit: str = typer.Option("", help="Commit to start from (default: HEAD)."),
     env: Path = typer.Option(None, "--env", help="An envspec.json written by `dojo launch`: the agent works in that "
@@ -423,6 +449,8 @@ def run_command(
                                 "spec's, else local)."),
     out: Path = typer.Option(None, help="Output directory (default runs/run-<timestamp>)."),
     max_steps: int = typer.Option(20, help="Assistant turns before the run stops."),
+    cost_limit: float = COST_LIMIT,
+    token_limit: int = TOKEN_LIMIT,
 ) -> None:
     """Run the agent on one issue in the repo's own environment: writes the patch, the trajectory and
     a reward report (format and static tiers; a raw issue names no test)."""
@@ -446,8 +474,9 @@ def run_command(
             raise IssueError(f"--backend {backend}, but {env} is an environment of the {spec.backend} backend")
         text = read_issue(issue)
         with shown(console, lambda: doing[0]), reporting(lambda what: doing.__setitem__(0, what)):
-            result = run_issue(repo, text, _load_model(model, api_key_env), out, commit=commit,
-                               backend=backend or "local", agent=_agent_config(max_steps), spec=spec, launch=launch)
+            result = run_issue(repo, text, _load_model(model, api_key_env, cost_limit), out, commit=commit,
+                               backend=backend or "local", agent=_agent_config(max_steps, 0.0, cost_limit, token_limit),
+                               spec=spec, launch=launch)
     except LaunchError as exc:
         console.print(f"[red]error:[/red] no environment for {repo}: {escape(str(exc))}; pass one with --env, or "
                       "--no-launch for the plain pytest environment")
@@ -465,7 +494,9 @@ def run_command(
     spec = result.environment
     where = spec.image or spec.env_vars.get("SWEDOJO_ENV") or "the plain Python environment (--no-launch, or no build file to launch from)"
     console.print(f"environment: {spec.language or 'python'} {spec.runtime_version} on the {spec.backend} backend, {where}")
-    console.print(f"tokens sampled: {sampled}; patch: {len(trajectory.patch.splitlines())} lines; "
+    cost = "unknown" if trajectory.cost_usd is None else f"${trajectory.cost_usd:.4f}"
+    console.print(f"tokens sampled: {sampled}; tokens used: {trajectory.prompt_tokens} prompt + "
+                  f"{trajectory.completion_tokens} completion, cost {cost}; patch: {len(trajectory.patch.splitlines())} lines; "
                   f"{report.status.value}: reward {report.reward:.2f} from {scored}")
     for tier in report.tiers:
         if not tier.scored:

@@ -32,7 +32,7 @@ from swedojo.progress import reporting
 from swedojo.rewards.compose import RewardConfig
 from swedojo.rewards.swebench_reports import run_report, write_instance_files
 from swedojo.rewards.tiers import BaselineCache
-from swedojo.rollout import EnvironmentResolver, run_instance
+from swedojo.rollout import EnvironmentResolver, run_instance, spent
 from swedojo.rundir import InstanceResult, RunDir, RunManifest, write_atomic
 from swedojo.sandboxes.scope import SandboxScope, scoped
 from swedojo.schema import (
@@ -70,6 +70,15 @@ class Summary(BaseModel):
     """Instances of the run the predictions have no patch for: not graded, not resolved, in `total`."""
     unmatched_predictions: list[str] = []
     """Instance ids of predictions for no instance of the run (not in the suite, or not selected): not graded."""
+    prompt_tokens: int = 0
+    """Prompt tokens the policy's model used over the run's instances."""
+    completion_tokens: int = 0
+    """Completion tokens it sampled over them."""
+    cost_usd: float | None = None
+    """What the model cost in US dollars over the instances whose cost is known (`cost_unknown` are
+    left out); None when none is known."""
+    cost_unknown: list[str] = []
+    """Instances whose model used tokens at no known price: left out of `cost_usd`."""
 
 
 def suite_sha256(instances: list[TaskInstance]) -> str:
@@ -203,7 +212,7 @@ def _timed_out(instance: TaskInstance, policy: Policy, trajectory_file: Path | N
         exit_status=ExitStatus.LIMIT_TIME if exit_status == ExitStatus.RUNNING else exit_status, error=error,
         patch=trajectory.patch if trajectory is not None else "",
         report=RewardReport(instance_id=instance.instance_id, status=EvalStatus.TIMED_OUT, error=error),
-        duration_s=elapsed,
+        duration_s=elapsed, **spent(trajectory),
     )
 
 
@@ -341,6 +350,7 @@ def _evaluate(
     counts = Counter(r.status.value for r in ordered)
     resolved = sum(r.resolved for r in ordered)
     match = predictions.match([i.instance_id for i in instances]) if predictions else None
+    priced = [r.cost_usd for r in ordered if r.cost_usd is not None]
     summary = Summary(
         suite=suite_name, policy=policy_name, total=len(instances), resolved=resolved,
         resolved_rate=resolved / len(instances) if instances else 0.0,
@@ -348,6 +358,9 @@ def _evaluate(
         record_errors=[str(e) for e in record_errors or []], not_started=len(graded) - len(ordered),
         predictions=predictions.fingerprint if predictions else "",
         not_submitted=match.not_submitted if match else [], unmatched_predictions=match.unmatched if match else [],
+        prompt_tokens=sum(r.prompt_tokens for r in ordered), completion_tokens=sum(r.completion_tokens for r in ordered),
+        cost_usd=sum(priced) if priced else None,
+        cost_unknown=[r.instance_id for r in ordered if r.cost_usd is None and r.prompt_tokens + r.completion_tokens],
     )
     write_atomic(run_dir.summary, summary.model_dump_json(indent=2))
     model = {p.instance_id: p.model_name_or_path for p in predictions.predictions} if predictions else {}

@@ -215,7 +215,7 @@ pre.diff span { display: block; }
 .badge { display: inline-block; border-radius: 10px; padding: 0 8px; font-size: 12px; font-weight: 600;
          background: var(--bg2); border: 1px solid var(--line); }
 .s-resolved { color: var(--ok); border-color: var(--ok); } .s-unresolved, .s-patch_failed { color: var(--bad); border-color: var(--bad); }
-.s-infra_error { color: #fff; background: var(--bad); } .s-empty_patch, .s-needs_network, .s-not_graded { color: var(--warn); border-color: var(--warn); }
+.s-infra_error { color: #fff; background: var(--bad); } .s-empty_patch, .s-needs_network, .s-not_scorable, .s-not_graded { color: var(--warn); border-color: var(--warn); }
 table { border-collapse: collapse; width: 100%; }
 th, td { text-align: left; padding: 4px 8px; border-bottom: 1px solid var(--line); vertical-align: top; }
 th { background: var(--bg2); }
@@ -446,6 +446,7 @@ def _tests_section(result: InstanceResult) -> str:
         parts.append(f'<details class="tests" id="tests-{label}"{open_}><summary>{label}: {passed} of {len(statuses)} passed'
                      f"</summary><table><tbody>{lines}</tbody></table></details>")
     extras = (("modules missing from the environment", report.missing_modules), ("left out: need the network", report.needs_network),
+              ("not scorable: the environment lacks a module they need", report.environment_gaps),
               ("left out: not tests", report.not_tests), ("test infrastructure put back", report.restored),
               ("listed names that match no test of the log (counted as failed)", report.unmatched_tests))
     for label, items in extras:

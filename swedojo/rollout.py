@@ -103,11 +103,21 @@ class EnvironmentResolver(BaseModel):
         return environment(spec, source, self.config)
 
 
-def _infra_result(instance: TaskInstance, policy: Policy, error: str, start: float) -> InstanceResult:
+def spent(trajectory: Trajectory | None) -> dict[str, Any]:
+    """The tokens and cost of a trajectory, as `InstanceResult` records them."""
+    if trajectory is None:
+        return {}
+    return {"prompt_tokens": trajectory.prompt_tokens, "completion_tokens": trajectory.completion_tokens,
+            "cost_usd": trajectory.cost_usd}
+
+
+def _infra_result(instance: TaskInstance, policy: Policy, error: str, start: float,
+                  trajectory: Trajectory | None = None) -> InstanceResult:
     report = RewardReport(instance_id=instance.instance_id, status=EvalStatus.INFRA_ERROR, error=error)
     return InstanceResult(
         instance_id=instance.instance_id, repo=instance.repo, policy=policy.name, status=EvalStatus.INFRA_ERROR, resolved=False,
         exit_status=ExitStatus.INFRA_ERROR, error=error, report=report, duration_s=time.monotonic() - start,
+        **spent(trajectory),
     )
 
 
@@ -160,7 +170,7 @@ def run_instance(
         sandbox.close()
     run.checkpoint(trajectory)
     if trajectory.exit_status == ExitStatus.INFRA_ERROR:
-        return _infra_result(instance, policy, f"policy: {trajectory.error}".splitlines()[0], start)
+        return _infra_result(instance, policy, f"policy: {trajectory.error}".splitlines()[0], start, trajectory)
     def graded(env: Environment) -> RewardReport:
         stage("grading")
         return score(env, instance, trajectory, rewards, baselines=baselines) if rewards \
@@ -178,7 +188,7 @@ def run_instance(
     return InstanceResult(
         instance_id=instance.instance_id, repo=instance.repo, policy=policy.name, status=report.status, resolved=report.resolved,
         exit_status=trajectory.exit_status, error=report.error, patch=trajectory.patch, report=report,
-        duration_s=time.monotonic() - start,
+        duration_s=time.monotonic() - start, **spent(trajectory),
     )
 
 

@@ -54,6 +54,12 @@ class InstanceResult(BaseModel):
     """Full grading report."""
     duration_s: float = 0.0
     """Wall time for agent plus grading."""
+    prompt_tokens: int = 0
+    """Prompt tokens the policy's model used over the instance (`Trajectory.prompt_tokens`)."""
+    completion_tokens: int = 0
+    """Completion tokens it sampled."""
+    cost_usd: float | None = None
+    """What the model cost in US dollars (`Trajectory.cost_usd`); None when unknown or no model ran."""
 
 
 class RunManifest(BaseModel):

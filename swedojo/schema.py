@@ -316,6 +316,12 @@ class EnvSpec(BaseModel):
     """Date bounds given up, each with the registry's words: it could not resolve the dependencies
     as of the commit date (npm ETARGET / ENOVERSIONS where it serves no publish times before it, an
     index without upload times for pip), so they are the latest ones and `resolution_date` is empty."""
+    requirement_changes: list[str] = Field(default_factory=list)
+    """Requirement lines of the project the install did not take as written, each with what it
+    took instead and why (a VCS requirement from the index, an invalid line dropped)."""
+    skipped_for_modules: dict[str, str] = Field(default_factory=dict)
+    """Modules the baseline's skips and collection errors say are missing -> the runner's reason:
+    what the environment could not provide (the launch installs what it can and validates again)."""
     setup_agent: SetupAgentRun | None = None
     """Set when the setup agent made the plan (install, repo layer and test commands, parser) because
     the rules failed; None: the rules made it. Either way the plan is the plain commands above, so
@@ -351,7 +357,11 @@ class LogprobKind(str, Enum):
     RAW = "raw"
     """log_softmax(logits) of the model; used for greedy decoding (temperature 0)."""
     SERVER = "server"
-    """As an OpenAI-compatible server reported them (vLLM's default is the raw distribution)."""
+    """As an inference engine (vLLM, SGLang) reported them with the ids of the tokens it sampled
+    (vLLM's default is the raw distribution)."""
+    PROVIDER = "provider"
+    """As a hosted API (or any server not known to be an engine) reported them, over tokens it names
+    by text, not id: for inspection, never for training (no token ids to align them with)."""
     REPLAYED = "replayed"
     """Placeholder 0.0 for replayed text: no model sampled these tokens."""
     NONE = "none"
@@ -392,7 +402,10 @@ class Step(BaseModel):
     token, then this turn's prompt and sampled tokens but its last); over all steps they make the
     trajectory's `rollout_routed_experts` (one row per token but the last; -1 on dense layers)."""
     usage: dict[str, float] = Field(default_factory=dict)
-    """Prompt tokens, tokens prefilled, tokens served from cache, seconds."""
+    """Prompt tokens, tokens prefilled, tokens served from cache, completion tokens, seconds."""
+    cost_usd: float | None = None
+    """What this turn cost in US dollars at the provider's list price (litellm's price map); None
+    when unknown (a local model, a server or a model without a known price), never 0.0 for unknown."""
     started_at: datetime = Field(default_factory=_utcnow)
     """When the turn began."""
 
@@ -406,6 +419,7 @@ class ExitStatus(str, Enum):
     LIMIT_TIME = "limit_time"
     FORMAT_ERRORS = "format_errors"
     TIMEOUTS = "timeouts"
+    LIMIT_COST = "limit_cost"
     INFRA_ERROR = "infra_error"
     RUNNING = "running"
 
@@ -444,6 +458,20 @@ class Trajectory(BaseModel):
     """The submitted diff against base_commit."""
     error: str = ""
     """Fatal error message, when exit_status is infra_error."""
+    logprob_kind: LogprobKind | None = None
+    """The kind of logprobs the steps hold, the one all its model turns share: `server` (an inference
+    engine's, vLLM or SGLang, with the ids of the tokens it sampled), `temperature` or `raw` (an
+    in-process model's, with ids), `provider` (a hosted API's, over its own tokens, no ids), `replayed`
+    (placeholders) or `none`. None: no model turn, turns of different kinds (each step says its
+    own), or a trajectory written before it was recorded."""
+    prompt_tokens: int = 0
+    """Prompt tokens over all turns, as the backend counted them (each turn's whole prompt: what a
+    hosted API bills)."""
+    completion_tokens: int = 0
+    """Completion tokens over all turns."""
+    cost_usd: float | None = None
+    """What the run cost in US dollars, the sum of its steps' `cost_usd`; None when any turn's cost
+    is unknown (or there was no model turn), never 0.0 for unknown."""
     started_at: datetime = Field(default_factory=_utcnow)
     """Start time."""
     finished_at: datetime | None = None
@@ -460,6 +488,10 @@ class EvalStatus(str, Enum):
     INFRA_ERROR = "infra_error"
     NEEDS_NETWORK = "needs_network"
     """Every FAIL_TO_PASS test failed for want of the network (with the reference patch too): not scored."""
+    NOT_SCORABLE = "not_scorable"
+    """A listed test cannot run in this environment for want of a module (skipped, or its file not
+    collected), with the reference patch too (`RewardReport.environment_gaps`): neither a verdict
+    on the patch nor the harness's failure; not scored."""
     NOT_GRADED = "not_graded"
     """No tests are known (`dojo run` on a raw issue): only the format and static tiers were scored."""
     TIMED_OUT = "timed_out"
@@ -520,6 +552,11 @@ class RewardReport(BaseModel):
     needs_network: dict[str, str] = Field(default_factory=dict)
     """Listed tests left out of scoring: they failed for want of the network, with the candidate and
     with the reference patch alike (test -> the reason the runner printed)."""
+    environment_gaps: dict[str, str] = Field(default_factory=dict)
+    """Listed tests that did not pass because the environment lacks a module they need (skipped
+    for it, or their file not collected), a module the sandbox cannot import and no patch provides,
+    with the reference patch's run showing the same (test -> "module: the runner's reason"); any
+    makes the report `not_scorable`."""
     restored: dict[str, str] = Field(default_factory=dict)
     """Test infrastructure the candidate changed (conftest.py, pytest configuration, sitecustomize,
     .pth files, ...; `testrun.patches.TEST_INFRASTRUCTURE`), put back as it was before the tests
@@ -533,7 +570,7 @@ class RewardReport(BaseModel):
     reward: float = 0.0
     """Scalar reward."""
     error: str = ""
-    """One-line reason for patch_failed or infra_error."""
+    """One-line reason for patch_failed, infra_error, needs_network or not_scorable."""
     log_tail: str = ""
     """End of the test log, for a quick look."""
     test_output: str = Field("", exclude=True)

@@ -119,6 +119,20 @@ def test_listed_names_that_match_no_test_are_shown(tmp_path):
     assert "listed names that match no test of the log (counted as failed)</p><pre>all tests</pre>" in _page(run, "o__r-1")
 
 
+def test_tests_the_environment_cannot_run_are_shown_with_their_module(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    report = RewardReport(instance_id="o__r-1", status=EvalStatus.NOT_SCORABLE, pass_to_pass={"t.py::d": None},
+                          environment_gaps={"t.py::d": "dask: requires dask"}, error="1 listed test cannot run")
+    result = InstanceResult(instance_id="o__r-1", policy="gold", status=EvalStatus.NOT_SCORABLE, resolved=False,
+                            exit_status=ExitStatus.SUBMITTED, report=report)
+    RunDir(run).results.write_text(result.model_dump_json() + "\n")
+    _dojo("report", str(run))
+    assert "the environment lacks a module they need</p><pre>t.py::d: dask: requires dask</pre>" in _page(run, "o__r-1")
+    assert '<span class="badge s-not_scorable">not_scorable</span>' in _page(run, "o__r-1")
+    assert ".s-not_scorable" in (run / "report" / "index.html").read_text()
+
+
 def test_a_kept_test_log_is_shown_whole(runs, tmp_path):
     """A log kept as SWE-bench names it (`<instance>/test_output.txt`) replaces the result's tail."""
     run = tmp_path / "run"

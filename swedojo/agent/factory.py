@@ -32,7 +32,8 @@ def make_policy(name: str, model: ModelBackend | None = None, trajectories: Path
         return EmptyPolicy()
     if name == "model":
         if model is None:
-            raise UnknownPolicyError("policy 'model' needs --model (a checkpoint dir, an http(s) URL, tiny:ARCH or scripted:FILE)")
+            raise UnknownPolicyError("policy 'model' needs --model (a checkpoint dir, an http(s) URL, tiny:ARCH, "
+                                     "scripted:FILE or a provider's model such as openai/gpt-4o)")
         return ModelPolicy(model, agent)
     if name == "replay":
         if trajectories is None:

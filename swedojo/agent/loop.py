@@ -69,6 +69,12 @@ class LoopLimits(BaseModel):
     """Assistant turns."""
     max_tokens: int = 200_000
     """Tokens sampled over the whole run."""
+    max_total_tokens: int | None = None
+    """Prompt and completion tokens over the run, as the backend counts them (each turn's whole
+    prompt again: what a hosted API bills); `--token-limit`. None: no limit."""
+    max_cost_usd: float | None = None
+    """US dollars the run may spend at the provider's list price (`--cost-limit`); a turn whose cost
+    is unknown ends a run that has this limit. None: no limit."""
     max_wall_s: float = 1800.0
     """Wall time of the run."""
     max_format_errors: int = 3
@@ -85,8 +91,10 @@ class AgentConfig(BaseModel):
     front_end_tool_set: str = "web"
     """Tool set for front-end tasks (`TaskInstance.checks`): their pages are judged in a browser."""
     tool_format: str | None = None
-    """How the model writes tool calls: glm, openai or react; None: as its chat template does
-    (`ChatFormat.tool_format`; glm for a model served over HTTP, whose server parses the calls)."""
+    """How the model writes tool calls: glm, openai, react or native (through the API's tool calling,
+    for a backend whose `tool_format` is native); None: as the backend says (`tool_format`), else as
+    its chat template does (`ChatFormat.tool_format`; glm for a model served over HTTP, whose server
+    parses the calls)."""
     tools: ToolSetConfig = Field(default_factory=ToolSetConfig)
     """Available tool sets."""
     limits: LoopLimits = Field(default_factory=LoopLimits)
@@ -165,6 +173,10 @@ class Episode:
     """Monotonic start time, for `max_wall_s`."""
     sampled: int = 0
     """Tokens sampled so far, for `max_tokens`."""
+    cost_usd: float = 0.0
+    """Dollars spent so far on the turns whose cost is known, for `max_cost_usd`."""
+    unpriced_turn: int | None = None
+    """The first turn whose cost is unknown, if any."""
     sandbox_lost: bool = False
     """The sandbox failed: its work tree can no longer be read."""
     timeouts: int = 0
@@ -176,7 +188,11 @@ class Episode:
 
 
 def native_tool_format(backend: ModelBackend) -> str:
-    """The tool-call format of the backend's chat template, when it renders prompts itself; else glm."""
+    """The tool-call format the backend says its model uses (`native`: the API's tool calling), else
+    that of its chat template, when it renders prompts itself; else glm."""
+    said = getattr(backend, "tool_format", None)  # a provider's model: native, or JSON calls in text
+    if isinstance(said, str):
+        return said
     chat = getattr(backend, "chat", None)  # in-process and scripted backends render in a chat format
     return chat.tool_format if chat is not None else "glm"
 
@@ -279,16 +295,31 @@ class ModelPolicy:
             wait=wait_exponential(multiplier=0.5, max=8),
             reraise=True,
         )(self.backend.generate)
+        if self.format.name == "native":  # the tools travel with the request, as the API's `tools`
+            tools = [spec.openai() for spec in episode.registry.specs()]
+            return call(episode.messages, sampling, conversation_id=episode.conversation, tools=tools)
         return call(episode.messages, sampling, conversation_id=episode.conversation)
 
     def record(self, episode: Episode, index: int, generation: Generation) -> Step:
-        """The turn's step as sampled, its new prompt tokens, and its tokens counted against the limit."""
+        """The turn's step as sampled, its new prompt tokens, and its tokens and cost counted against the limits."""
+        usage = generation.usage
         step = Step(index=index, phase="plan" if index == 0 else "execute", reasoning=generation.reasoning,
                     content=generation.content, response_token_ids=generation.token_ids,
                     response_logprobs=generation.logprobs, logprob_kind=generation.logprob_kind,
-                    usage={**generation.usage.model_dump(), "temperature": self.config.sampling.temperature})
+                    usage={**usage.model_dump(exclude={"cost_usd"}), "temperature": self.config.sampling.temperature},
+                    cost_usd=usage.cost_usd)
         episode.context = self._record_prompt(episode.trajectory, step, generation, episode.context)
-        episode.sampled += generation.usage.completion_tokens or len(generation.token_ids)
+        episode.sampled += usage.completion_tokens or len(generation.token_ids)
+        trajectory = episode.trajectory
+        trajectory.prompt_tokens += usage.prompt_tokens
+        trajectory.completion_tokens += usage.completion_tokens or len(generation.token_ids)
+        if usage.cost_usd is None:
+            episode.unpriced_turn = index if episode.unpriced_turn is None else episode.unpriced_turn
+        else:
+            episode.cost_usd += usage.cost_usd
+        trajectory.cost_usd = episode.cost_usd if episode.unpriced_turn is None else None
+        kinds = {s.logprob_kind for s in trajectory.steps} | {generation.logprob_kind}
+        trajectory.logprob_kind = generation.logprob_kind if len(kinds) == 1 else None
         return step
 
     def parse(self, generation: Generation, registry: ToolRegistry) -> tuple[list[ToolCall], list[FormatError]]:
@@ -336,7 +367,15 @@ class ModelPolicy:
             return ExitStatus.TIMEOUTS
         if episode.sampled >= limits.max_tokens:
             return ExitStatus.LIMIT_TOKENS
+        if limits.max_total_tokens is not None and self._total_tokens(episode) >= limits.max_total_tokens:
+            return ExitStatus.LIMIT_TOKENS
+        if limits.max_cost_usd is not None and (episode.unpriced_turn is not None or episode.cost_usd >= limits.max_cost_usd):
+            return ExitStatus.LIMIT_COST
         return None
+
+    @staticmethod
+    def _total_tokens(episode: Episode) -> int:
+        return episode.trajectory.prompt_tokens + episode.trajectory.completion_tokens
 
     def finish(self, episode: Episode, status: ExitStatus) -> Trajectory:
         """Close the trajectory: the work tree's diff unless a patch was submitted (or the sandbox is
@@ -358,8 +397,16 @@ class ModelPolicy:
         limits = self.config.limits
         if status == ExitStatus.LIMIT_STEPS:
             return f"{len(episode.trajectory.steps)} steps (limit max_steps={limits.max_steps})"
+        if status == ExitStatus.LIMIT_TOKENS and episode.sampled < limits.max_tokens:
+            return (f"{self._total_tokens(episode)} tokens, prompt and completion "
+                    f"(limit max_total_tokens={limits.max_total_tokens})")
         if status == ExitStatus.LIMIT_TOKENS:
             return f"{episode.sampled} tokens sampled (limit max_tokens={limits.max_tokens})"
+        if status == ExitStatus.LIMIT_COST and episode.unpriced_turn is not None:
+            return (f"the cost of turn {episode.unpriced_turn} is unknown (no price for {self.backend.name}), so the "
+                    f"limit cannot be kept (limit max_cost_usd={limits.max_cost_usd:g})")
+        if status == ExitStatus.LIMIT_COST:
+            return f"${episode.cost_usd:.6f} spent (limit max_cost_usd={limits.max_cost_usd:g})"
         if status == ExitStatus.LIMIT_TIME:
             return f"{time.monotonic() - episode.started:.0f}s of wall time (limit max_wall_s={limits.max_wall_s:g})"
         if status == ExitStatus.FORMAT_ERRORS:

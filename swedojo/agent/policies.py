@@ -119,7 +119,9 @@ class ReplayPolicy:
         recorded = Trajectory.model_validate_json(path.read_text(encoding="utf-8"))
         registry = _tool_registry(self.tool_set if instance.checks is None else self.front_end_tool_set)
         registry.check_replay(recorded.tool_fingerprints)
-        trajectory = recorded.model_copy(update={"policy": self.name, "steps": [], "patch": ""})
+        # Replaying samples nothing: the run spends no tokens (its steps keep what the recorded turns cost).
+        trajectory = recorded.model_copy(update={"policy": self.name, "steps": [], "patch": "", "prompt_tokens": 0,
+                                                 "completion_tokens": 0, "cost_usd": None})
         status = ExitStatus.LIMIT_STEPS
         with contextlib.closing(_context(run)) as ctx:
             for step in recorded.steps:

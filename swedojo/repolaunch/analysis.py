@@ -30,8 +30,17 @@ class PythonPlanning(BaseModel):
     """The requirement files' packages without their versions, resolved as of the date (their pins
     may name releases too old for the interpreter, a test runner among them)."""
 
+    demoted: tuple[str, ...] = ()
+    """Requirements pip found in conflict with the project itself: installed where they can be,
+    after the rest, rather than with it."""
+    optional: tuple[str, ...] = ()
+    """Distributions the tests named missing at base (skipped, or uncollectable, for want of their
+    modules): installed where they can be, beside the optional ones the rules found."""
+
     def describe(self) -> str:
         return " ".join(filter(None, [f"python {self.runtime}" if self.runtime else "",
+                                      f"with {', '.join(self.optional)} installed" if self.optional else "",
+                                      f"with {', '.join(self.demoted)} after the rest" if self.demoted else "",
                                       "" if self.requirement_files else "without requirement files",
                                       "with the requirement files' pins loosened" if self.loose_pins else "",
                                       f"with {', '.join(self.undated)} undated" if self.undated else ""]))
@@ -83,6 +92,9 @@ class RepoAnalysis(BaseModel):
     """Files whose content decides the dependency layer (its cache key)."""
     requirement_files: list[str] = Field(default_factory=list)
     """Python: the requirement files the install reads (`-r`), which a retry can leave out."""
+    requirement_changes: list[str] = Field(default_factory=list)
+    """Requirement lines the install does not take as written, each with what it takes instead
+    and why (`EnvSpec.requirement_changes`)."""
     ci_commands: list[str] = Field(default_factory=list)
     """Install and test lines found in CI workflows, for reference and for a setup agent."""
     evidence: list[Evidence] = Field(default_factory=list)

@@ -31,16 +31,26 @@ def plain(text: str) -> str:
     return _ESCAPE.sub("", text)
 
 
+_WRAPPER = re.compile(r"subprocess-exited-with-error|metadata-generation-failed|This error originates from a "
+                      r"subprocess|See above for output|did not run successfully|^ERROR: Failed (?:building|to build)"
+                      r"|^ERROR: Could not build wheels|exit code: \d+$")
+"""pip's trailer around a failed build step: it says a subprocess failed, never why."""
+_RAISED = re.compile(r"^\W*\w*(?:Error|Exception): ")
+
+
 def cause(text: str, most: int = 2) -> list[str]:
-    """The first lines of a failed step's log (`text`) that read like its reason, for the console:
-    the build log is where the rest is. The harness's own lines (`$ command`, `==> step`) are not."""
+    """The lines of a failed step's log (`text`) that read like its reason, for the console: the
+    exceptions' lines first, the last raised first (a chained traceback ends with the one that
+    stopped it), then the first others, never pip's trailer that only says a subprocess
+    failed; the build log is where the rest is. The harness's own lines (`$ command`, `==> step`)
+    are not."""
     found: list[str] = []
     for line in (line.strip() for line in text.splitlines()):
-        if line and not line.startswith(("$ ", "==> ")) and _CAUSE.search(line) and line[:300] not in found:
+        if line and not line.startswith(("$ ", "==> ")) and _CAUSE.search(line) and not _WRAPPER.search(line) \
+                and line[:300] not in found:
             found.append(line[:300])
-            if len(found) == most:
-                break
-    return found
+    raised = [line for line in found if _RAISED.match(line)]
+    return (raised[::-1] + [line for line in found if line not in raised])[:most]
 
 
 class BuildLog:

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from swedojo.repolaunch.analysis import PythonPlanning, RepoAnalysis
+from swedojo.repolaunch.analysis import PythonPlanning, RepoAnalysis, version_key
 from swedojo.repolaunch.buildlog import BuildLog, cause
 from swedojo.repolaunch.detect import NoBuildSystemError, analyse, undated
 from swedojo.repolaunch.errors import (
@@ -46,6 +46,11 @@ from swedojo.repolaunch.fallback import NoPlanError, SetupAgent, SetupRequest
 from swedojo.repolaunch.local import build_env, default_cache_dir, rebuild_env
 from swedojo.repolaunch.recipes import UnsupportedLanguageError, recipe_of
 from swedojo.repolaunch.recipes.base import Adaptation, LanguageRecipe
+from swedojo.repolaunch.recipes.python import (
+    distributions,
+    interpreter_direction,
+    unimportable,
+)
 from swedojo.repolaunch.registries import unreachable_registry
 from swedojo.repolaunch.validate import has_failures, network_tests, validate
 from swedojo.repos import CommitNotFoundError, RepoNotFoundError, checkout, resolve_repo
@@ -159,7 +164,7 @@ def _base_spec(repo: str, sha: str, backend: str, analysis: RepoAnalysis, log: B
                    runtime_version=analysis.runtime_version, install_commands=install, rebuild_commands=rebuild,
                    build_command=analysis.build_command, test_command=analysis.test_command,
                    log_parser=analysis.log_parser, work_tree_mb=analysis.work_tree_mb,
-                   resolution_date=analysis.resolution_date)
+                   resolution_date=analysis.resolution_date, requirement_changes=analysis.requirement_changes)
 
 
 class _Built(BaseModel):
@@ -323,10 +328,13 @@ def _by_rules(analysis: RepoAnalysis, workdir: Path, when: datetime, backend: st
     has, then the retries the failed attempt's log suggests); the last failure raises, naming the
     plans tried. `request.analysis` follows the plan being tried."""
     recipe = recipe_of(analysis)
-    plans = [PythonPlanning(runtime=runtime) for runtime in builder.runtimes(analysis, log)][:MAX_RUNTIMES]
+    runtimes = builder.runtimes(analysis, log)
+    plans = [PythonPlanning(runtime=runtime) for runtime in runtimes][:MAX_RUNTIMES]
     failed: list[str] = []
     dropped: list[str] = []
     adapted: list[Adaptation] = []
+    best: EnvSpec | None = None  # a validated environment whose tests skipped for want of modules
+    rounds = 0
     while plans and len(failed) < MAX_ATTEMPTS:
         plan = plans.pop(0)
         if recipe.replans and plan != PythonPlanning(runtime=analysis.runtime_version):
@@ -354,6 +362,10 @@ def _by_rules(analysis: RepoAnalysis, workdir: Path, when: datetime, backend: st
                                "uses the host's tools; an image gets them)"
             what = plan.describe() if recipe.replans else f"{analysis.language} {analysis.runtime_version}"
             failed.append(f"{what}: [{exc.stage}] {exc.message}")
+            if best is not None:  # what the skips named broke the environment: the one without it stands
+                log.begin(f"the environment with {what} failed at {exc.stage}: {exc.message}; the one before stands")
+                best.attempts = [*best.attempts, failed[-1]]
+                return best
             if _dated(analysis) and (why := _undatable(said)):
                 dropped.append(f"{analysis.build_system}: {analysis.resolution_date}: {why}")
                 log.write(f"the registry cannot resolve as of {analysis.resolution_date} ({why}): "
@@ -363,10 +375,18 @@ def _by_rules(analysis: RepoAnalysis, workdir: Path, when: datetime, backend: st
                 adapted.append(change)
                 log.write(f"the log says `{change.cause}`: trying again with {change.name}\n")
                 plans.insert(0, plan)
+            elif recipe.replans and (wanted := unimportable(said, plan.optional, workdir)):
+                log.write(f"the log says modules the repository does not provide are missing: trying again with "
+                          f"{', '.join(wanted)} installed\n")
+                plans.insert(0, plan.model_copy(update={"optional": (*plan.optional, *wanted)}))
             elif retry := recipe.retry(plan, analysis, said):
                 plans.insert(0, retry)
             elif offline or not _INTERPRETER_TROUBLE.search(said):
                 plans.clear()  # nothing says the interpreter is the trouble: another one would fail alike
+            elif direction := interpreter_direction(said):
+                plans = _toward(direction, analysis.runtime_version, runtimes, plans, failed_runtimes(failed, runtimes))
+                log.write(f"the log says the code wants a{'n older' if direction < 0 else ' newer'} interpreter than "
+                          f"{analysis.runtime_version}: trying {', '.join(p.runtime for p in plans[:MAX_RUNTIMES]) or 'none left'}\n")
             log.begin(f"the environment with {what} failed at {exc.stage}: {exc.message}"
                       + ("; trying the next plan" if plans else ""))
             if not plans or len(failed) >= MAX_ATTEMPTS:
@@ -375,8 +395,42 @@ def _by_rules(analysis: RepoAnalysis, workdir: Path, when: datetime, backend: st
                 raise
             continue
         spec.attempts, spec.pins_dropped = failed, dropped
+        if best is not None:  # the plan with what the skips named validated too: the better of the two
+            log.write(f"with {', '.join(plan.optional)} installed: {_passing(spec)} tests pass, {_passing(best)} before\n")
+            if _passing(spec) < _passing(best):
+                return best
+        if recipe.replans and rounds < MAX_SKIP_ROUNDS \
+                and (wanted := distributions(list(spec.skipped_for_modules), plan.optional, workdir)):
+            rounds += 1
+            log.begin(f"tests skipped for want of {', '.join(spec.skipped_for_modules)}: installing "
+                      f"{', '.join(wanted)} and validating again")
+            best = spec
+            plans = [plan.model_copy(update={"optional": (*plan.optional, *wanted)})]
+            continue
         return spec
     raise AssertionError("unreachable: every attempt returns or raises")
+
+
+def failed_runtimes(failed: list[str], runtimes: list[str]) -> set[str]:
+    """The runtimes the failed plans' descriptions name."""
+    return {r for r in runtimes for line in failed if line.startswith(f"python {r}")}
+
+
+def _toward(direction: int, current: str, runtimes: list[str], plans: list[PythonPlanning],
+            tried: set[str]) -> list[PythonPlanning]:
+    """The plans to try next after the code asked for an older (-1) or newer (1) interpreter than
+    `current`: the backend's runtimes that way not tried yet, nearest first (up to `MAX_RUNTIMES`),
+    then the other plans left."""
+    key = version_key(current)
+    way = sorted((r for r in runtimes if r not in tried and r != current
+                  and (version_key(r) < key if direction < 0 else version_key(r) > key)),
+                 key=version_key, reverse=direction < 0)[:MAX_RUNTIMES]
+    ahead = [PythonPlanning(runtime=r) for r in way]
+    return ahead + [p for p in plans if p.runtime not in way]
+
+
+def _passing(spec: EnvSpec) -> int:
+    return sum(1 for status in spec.test_status.values() if status.counts_as_pass)
 
 
 def _adaptation(recipe: LanguageRecipe, analysis: RepoAnalysis, said: str, adapted: list[Adaptation],
@@ -446,6 +500,8 @@ def _since(log: BuildLog, offset: int) -> str:
 
 MAX_ATTEMPTS = 8
 """Environments a launch builds before it gives up."""
+MAX_SKIP_ROUNDS = 2
+"""Times a launch installs what the baseline's skips name and validates again."""
 MAX_RUNTIMES = 3
 """Runtimes a launch tries before it gives up (each a full build of the dependency layer, and one
 more without requirement files when those were in the failed one)."""
@@ -479,8 +535,8 @@ def _attempt(repo: str, sha: str, workdir: Path, source: Path, out: Path, analys
     return spec
 
 
-_VALIDATED = {"repo", "test_status", "flaky_tests", "network_tests", "resolved_dependencies", "runtime_version",
-              "attempts", "pins_dropped", "setup_agent"}
+_VALIDATED = {"repo", "test_status", "flaky_tests", "network_tests", "skipped_for_modules", "resolved_dependencies",
+              "runtime_version", "attempts", "pins_dropped", "setup_agent"}
 """EnvSpec fields validation (or the built layer) fills in; the rest must match for a spec cache hit."""
 
 
@@ -496,7 +552,8 @@ def _validated(spec: EnvSpec, source: Path, log: BuildLog, runs: int, test_timeo
         with prepared_sandbox(online, spec.commit, log, test_timeout) as sandbox:
             needs_network = network_tests(sandbox, spec, log, baseline, test_timeout, spec.test_scope)
     return spec.model_copy(update={"test_status": baseline.test_status, "flaky_tests": baseline.flaky_tests,
-                                   "network_tests": needs_network})
+                                   "network_tests": needs_network,
+                                   "skipped_for_modules": baseline.skipped_for_modules})
 
 
 class RebuildReport(BaseModel):

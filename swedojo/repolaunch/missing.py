@@ -1,6 +1,6 @@
 """Tools and libraries a failed build step names as missing, mapped to the Debian packages that
 bring them: a step that exits 127 ("command not found"), a CMake `find_package` or a pkg-config
-check that finds nothing. The launch adds the packages to the runtime layer and tries again
+check that finds nothing, a Python extension build with no compiler or a header it includes. The launch adds the packages to the runtime layer and tries again
 (`LanguageRecipe.adaptations`), so a project's test tooling is installed, not fatal.
 """
 
@@ -31,6 +31,13 @@ PKG_CONFIG_PACKAGES = {"zlib": "zlib1g-dev", "openssl": "libssl-dev", "libcurl":
 _COMMAND = re.compile(r"(?:^|\s|/)(?:ba)?sh(?:: line \d+| \d+)?: (?:\d+: )?([\w.+-]+): (?:command )?not found"
                       r"|^make(?:\[\d+\])?: ([\w.+-]+): No such file or directory"
                       r"|env: '?([\w.+-]+)'?: No such file or directory", re.MULTILINE)
+_COMPILER = re.compile(r"command '(?:[\w.-]+-)?(gcc|cc|g\+\+|c\+\+)' failed: No such file or directory"
+                       r"|(?:unable to execute|error: command) '(?:[\w.-]+-)?(gcc|cc|g\+\+|c\+\+)'"
+                       r"|No such file or directory: '(?:[\w.-]+-)?(gcc|cc|g\+\+|c\+\+)'")
+"""A Python build (setuptools) that found no C or C++ compiler for an extension module."""
+_HEADER = re.compile(r"fatal error: (Python\.h|ffi\.h|zlib\.h|yaml\.h): No such file or directory")
+HEADER_PACKAGES = {"Python.h": "python3-dev", "ffi.h": "libffi-dev", "zlib.h": "zlib1g-dev", "yaml.h": "libyaml-dev"}
+"""Headers an extension build includes, and the -dev package that brings each."""
 _CMAKE = re.compile(r"Could NOT find (\w+)|\b(Python\d?) (?:interpreter )?not found", re.IGNORECASE)
 _PKG_CONFIG = re.compile(r"No package '([\w.+-]+)' found|Package '([\w.+-]+)', required by '[^']*', not found")
 
@@ -41,6 +48,12 @@ def missing_packages(log: str) -> list[tuple[str, str]]:
     for match in _COMMAND.finditer(log):
         command = next(group for group in match.groups() if group)
         found.setdefault(COMMAND_PACKAGES.get(command, command), match.group(0).strip())
+    for match in _COMPILER.finditer(log):
+        compiler = next(group for group in match.groups() if group)
+        found.setdefault("g++" if "+" in compiler else "gcc", match.group(0).strip())
+        found.setdefault("python3-dev", match.group(0).strip())  # an extension module includes Python.h
+    for match in _HEADER.finditer(log):
+        found.setdefault(HEADER_PACKAGES[match.group(1)], match.group(0).strip())
     for match in _CMAKE.finditer(log):
         name = next(group for group in match.groups() if group)
         package = CMAKE_PACKAGES.get(name) or CMAKE_PACKAGES.get(name.capitalize())

@@ -17,6 +17,7 @@ from swedojo.schema import EnvSpec, TestStatus
 from swedojo.testrun.errors import SummaryMismatchError
 from swedojo.testrun.parsers import WORST_FIRST, check_counts, check_summary
 from swedojo.testrun.run import SuiteRun, TestRunError, passed, run_suite, run_tests
+from swedojo.testrun.skips import skipped_modules
 
 
 class Baseline(BaseModel):
@@ -28,6 +29,8 @@ class Baseline(BaseModel):
     """Tests whose status differed between runs, or that were missing from some run."""
     count_problems: list[list[str]] = Field(default_factory=list)
     """`check_counts` findings per run (empty lists when parse, summary and exit code agree)."""
+    skipped_for_modules: dict[str, str] = Field(default_factory=dict)
+    """Modules the first run's skips and collection errors say are missing -> the runner's reason."""
 
 
 def merge_runs(runs: list[dict[str, TestStatus]]) -> tuple[dict[str, TestStatus], list[str]]:
@@ -58,6 +61,7 @@ def validate(sandbox: Sandbox, spec: EnvSpec, log: BuildLog, runs: int = 2, time
     """Run the suite (or only `tests`) `runs` times; the first run must yield tests, and some test must pass."""
     results: list[dict[str, TestStatus]] = []
     problems: list[list[str]] = []
+    missing: dict[str, str] = {}
     for index in range(runs):
         log.begin(f"test run {index + 1}/{runs}")
         run = _run(sandbox, spec, log, timeout, list(tests or []))
@@ -78,11 +82,14 @@ def validate(sandbox: Sandbox, spec: EnvSpec, log: BuildLog, runs: int = 2, time
             raise ValidateError(f"test run {index + 1}: {exc}", log.path) from exc
         results.append(run.statuses)
         problems.append(found)
+        if index == 0 and spec.log_parser == "pytest":
+            missing = skipped_modules(run.log)
     merged, flaky = merge_runs(results)
     if not any(passed(status) for run in results for status in run.values()):
         raise ValidateError(f"no test passed ({len(merged)} found): the environment looks broken", log.path)
-    log.write(f"baseline: {len(merged)} tests, {len(flaky)} flaky\n")
-    return Baseline(test_status=merged, flaky_tests=flaky, count_problems=problems)
+    log.write(f"baseline: {len(merged)} tests, {len(flaky)} flaky"
+              + (f"; skipped for want of {', '.join(missing)}" if missing else "") + "\n")
+    return Baseline(test_status=merged, flaky_tests=flaky, count_problems=problems, skipped_for_modules=missing)
 
 
 def has_failures(statuses: dict[str, TestStatus]) -> bool:

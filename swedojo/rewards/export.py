@@ -6,7 +6,8 @@ task; rollouts share a group when their `Trajectory.group_id` is equal, or, when
 their instance id. The reward of a trajectory is its instance's `report.reward` in the run's
 results.jsonl, so several runs must have been scored alike (`run.json` rewards), else one patch
 would carry two rewards. Runs that ended in infra_error are skipped: not the agent's doing, so no signal;
-so are timed_out ones (the budget covers grading too, so the time may not have been the agent's).
+so are not_scorable ones (a listed test cannot run in the environment, with the reference patch
+too: their 0.0 is no verdict) and timed_out ones (the budget covers grading too, so the time may not have been the agent's).
 
 `tokens` records never re-tokenise text: they are the ids the engine sampled. Field mapping:
 
@@ -61,6 +62,7 @@ SLIME_STATUS: dict[ExitStatus, str] = {
     ExitStatus.LIMIT_STEPS: "truncated",
     ExitStatus.LIMIT_TOKENS: "truncated",
     ExitStatus.LIMIT_TIME: "truncated",
+    ExitStatus.LIMIT_COST: "truncated",
     ExitStatus.FORMAT_ERRORS: "failed",
     ExitStatus.TIMEOUTS: "failed",
     ExitStatus.INFRA_ERROR: "aborted",
@@ -265,6 +267,8 @@ def load_samples(run_dirs: Sequence[Path]) -> tuple[list[Sample], list[Refusal],
                 refused.append(Refusal(sample_id=sample_id, reason=f"no result for {trajectory.instance_id} in {run_dir.results}"))
             elif result.status == EvalStatus.INFRA_ERROR or trajectory.exit_status == ExitStatus.INFRA_ERROR:
                 skipped.append(Refusal(sample_id=sample_id, reason=f"infra_error: {result.error or trajectory.error}"))
+            elif result.status == EvalStatus.NOT_SCORABLE:
+                skipped.append(Refusal(sample_id=sample_id, reason=f"not_scorable: {result.error}"))
             elif result.status == EvalStatus.TIMED_OUT:
                 skipped.append(Refusal(sample_id=sample_id, reason=f"timed_out: {result.error}"))
             else:

@@ -10,6 +10,11 @@ name no test, `not_tests`), and the test command's exit code must agree with the
 fake PASSED lines does not win): 0 when exactly the listed tests ran, else 0 or some test failed.
 A run that says nothing about the code (the tests could not start, a dependency is missing, no
 test ran; `testrun.diagnose`) is `infra_error` with that evidence, never the candidate's failure.
+A listed test that did not pass because the environment lacks a module it needs (skipped for it,
+or its file left out: `testrun.skips`), one the sandbox cannot import and no patch provides, with
+the reference patch's run showing the same, makes the report `not_scorable`, the tests named in
+`RewardReport.environment_gaps`: an optional test dependency the environment was built without
+is neither the patch's failure nor the harness's.
 Test infrastructure the candidate changed (`testrun.patches.TEST_INFRASTRUCTURE`) is put back as it
 was, and named in `RewardReport.restored`. A patch that does not apply, or whose changes to test
 infrastructure cannot be undone, is `patch_failed`; a sandbox that cannot be made, or dies, is
@@ -58,6 +63,7 @@ from swedojo.testrun.run import (
     run_files,
     run_tests,
 )
+from swedojo.testrun.skips import ModuleSkip, absent_modules, command_python, module_skips
 
 TEST_TIMEOUT_S = 900.0
 
@@ -133,8 +139,14 @@ def grade_in_sandbox(sandbox: Sandbox, env: Environment, instance: TaskInstance,
     named_ids = [key for test in tests for key in named[test] or [test]]  # an unmatched name: missing
     if why := environment_failure(result, env.spec, sandbox, patch_files(candidate), provided, named_ids,
                                   report.missing_modules):
-        report.status, report.error = EvalStatus.INFRA_ERROR, why
-        return report
+        theirs = _reference_failures(env, instance, files, tests).missing \
+            if report.missing_modules and candidate.strip() and not reference else None
+        if theirs is None or set(report.missing_modules) & theirs:
+            report.status, report.error = EvalStatus.INFRA_ERROR, why
+            return report
+        # the reference's run imports them fine: the candidate's code asks for what no environment has
+        report.error = f"the patched code imports what the environment lacks, the reference patch's run does not: " \
+                       f"{', '.join(report.missing_modules)}"
     offline = _offline(result, named, env) if candidate.strip() else {}
     if offline and not reference:
         offline = {t: why for t, why in offline.items() if t in _reference_failures(env, instance, files, tests).offline}
@@ -154,6 +166,20 @@ def grade_in_sandbox(sandbox: Sandbox, env: Environment, instance: TaskInstance,
     if instance.FAIL_TO_PASS and all(t in offline for t in instance.FAIL_TO_PASS):
         report.status, report.error = EvalStatus.NEEDS_NETWORK, \
             f"every FAIL_TO_PASS test needs the network: {next(iter(offline.values()))}"
+        return report
+    # A listed test the environment cannot run for want of a module: no verdict. Only what the
+    # reference's run shows too, so a candidate cannot make a test skip itself out of scoring.
+    gaps = _gaps(result, named, [t for t in tests if t not in offline and t not in report.not_tests], sandbox,
+                 env.spec, [*patch_files(candidate), *provided]) if candidate.strip() else {}
+    if gaps and not reference:
+        theirs = _reference_failures(env, instance, files, tests).gaps
+        gaps = {t: skip for t, skip in gaps.items() if theirs.get(t) == skip.module}
+    if gaps:
+        modules = sorted({skip.module for skip in gaps.values()})
+        report.environment_gaps = {t: f"{skip.module}: {skip.reason}" for t, skip in gaps.items()}
+        report.status, report.error = EvalStatus.NOT_SCORABLE, (
+            f"{len(gaps)} listed test{'s' if len(gaps) != 1 else ''} cannot run in this environment for want of "
+            f"{', '.join(modules)} (not importable in the sandbox, provided by no patch), with the reference patch too")
         return report
     # The exit code must agree with the log: a run of exactly the listed tests must exit 0; one
     # that also ran other tests (their files, the whole suite) may fail only if the log shows a failure.
@@ -207,6 +233,26 @@ def _status(statuses: Mapping[str, TestStatus], keys: Iterable[str]) -> TestStat
     return min((statuses[key] for key in keys), key=WORST_FIRST.index, default=None)
 
 
+def _gaps(run: SuiteRun, named: Mapping[str, list[str]], tests: Iterable[str], sandbox: Sandbox, spec: EnvSpec,
+          provided: Iterable[str]) -> dict[str, ModuleSkip]:
+    """Listed tests (of `tests`) that did not pass for want of a module the environment lacks ->
+    the skip that says so: each id of the log it names that did not pass (itself where it names
+    none, absent) was skipped, or left out with its whole file, for want of a module
+    (`testrun.skips`) that neither the work tree nor `provided` (paths patches add) provides and
+    the sandbox's interpreter cannot import."""
+    if spec.language != "python":
+        return {}
+    failing: dict[str, list[str]] = {}
+    for test in tests:
+        if not passed(_status(run.statuses, named[test])):
+            failing[test] = [key for key in named[test] if not passed(run.statuses.get(key))] or [test]
+    skips = module_skips(run.log, [key for keys in failing.values() for key in keys], run.statuses)
+    found = {test: [skips[key] for key in keys] for test, keys in failing.items() if all(key in skips for key in keys)}
+    absent = absent_modules(sandbox, command_python(spec.test_command),
+                            {skip.module for said in found.values() for skip in said}, provided)
+    return {test: said[0] for test, said in found.items() if all(skip.module in absent for skip in said)}
+
+
 def _offline(result: SuiteRun, named: Mapping[str, list[str]], env: Environment) -> dict[str, str]:
     """Listed tests (-> the log's ids they name) that did not pass and whose failure the runner put
     down to a missing network."""
@@ -229,6 +275,10 @@ class _Reference(NamedTuple):
     """Listed tests it does not pass at all."""
     tampering: set[str]
     """What the guard reports of it: the project's own changes to pytest, not a candidate's."""
+    gaps: dict[str, str]
+    """Listed tests it cannot run for want of a module the environment lacks (`_gaps`) -> the module."""
+    missing: set[str]
+    """Modules its log says could not be imported that no patch provides (`missing_modules`)."""
 
 
 _REFERENCE: dict[str, _Reference] = {}
@@ -239,7 +289,8 @@ _REFERENCE_LOCK = threading.Lock()
 def _reference_failures(env: Environment, instance: TaskInstance, files: list[str], tests: list[str]) -> _Reference:
     """The reference patch's run, guarded as a candidate's is: only tests that fail for want of the
     network with it too may leave scoring, so a candidate cannot opt a test out by making it look up
-    a host; only what the guard reports of it too is not a candidate's tampering."""
+    a host; only what the guard reports of it too is not a candidate's tampering; only a test it
+    cannot run for want of a module either makes a candidate's report not scorable."""
     key = hashlib.sha256("\0".join([instance.instance_id, instance.base_commit, instance.patch, instance.test_patch,
                                      *files, "\0", *tests, env.spec.model_dump_json(), str(env.config.standins)])
                          .encode("utf-8", "surrogateescape")).hexdigest()
@@ -253,10 +304,13 @@ def _reference_failures(env: Environment, instance: TaskInstance, files: list[st
                 apply_patch(sandbox, patch, what)
         run, guard = _graded_run(sandbox, env.spec, files, tests)
         named = _named(run.statuses, tests, env.spec.log_parser)
+        provided = [*patch_files(instance.patch), *patch_files(instance.test_patch)]
         found = _Reference(set(_offline(run, named, env)), {t for t in tests if not passed(_status(run.statuses, named[t]))},
-                           set(guard.problems(run)) if guard else set())
+                           set(guard.problems(run)) if guard else set(),
+                           {t: skip.module for t, skip in _gaps(run, named, tests, sandbox, env.spec, provided).items()},
+                           set(missing_modules(run, sandbox, patch_files(instance.patch), provided)))
     except (PatchApplyError, TestRunError):
-        found = _Reference(set(), set(), set())
+        found = _Reference(set(), set(), set(), {}, set())
     finally:
         sandbox.close()
     with _REFERENCE_LOCK:

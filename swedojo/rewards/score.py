@@ -68,7 +68,7 @@ def score_in_sandbox(
             return RewardReport(instance_id=instance.instance_id, status=EvalStatus.INFRA_ERROR, error=f"suite at base: {exc}")
     stage("grading")
     report = grade_in_sandbox(sandbox, env, instance, candidate, offline_before)
-    if report.status == EvalStatus.INFRA_ERROR:
+    if report.status in (EvalStatus.INFRA_ERROR, EvalStatus.NOT_SCORABLE):  # no verdict on the patch: no tier either
         report.reward = 0.0
         return report
     skip = "empty patch" if baseline is None else "patch does not apply" if report.status == EvalStatus.PATCH_FAILED else ""

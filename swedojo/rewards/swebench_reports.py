@@ -6,7 +6,7 @@ Shapes and names are those of the `swebench` package's harness (5.x: `harness/gr
 - `report.json`: `{instance_id: {patch_is_None, patch_exists, patch_successfully_applied, resolved,
   infra_failure, tests_status: {FAIL_TO_PASS, PASS_TO_PASS, FAIL_TO_FAIL, PASS_TO_FAIL: {success,
   failure}}}}`; `resolved` is our verdict, and the lists agree with it: tests we leave out of
-  scoring (`needs_network`, `not_tests`) are in neither, and FAIL_TO_FAIL / PASS_TO_FAIL stay
+  scoring (`needs_network`, `not_tests`, `environment_gaps`) are in neither, and FAIL_TO_FAIL / PASS_TO_FAIL stay
   empty, as SWE-bench leaves them. `tests_status` is there only when the patch applied.
 - `test_output.txt`: the grading run's whole log between SWE-bench's start and end markers, the
   test command's exit code after them, so its `get_logs_eval` reads the file as one of its own.
@@ -19,6 +19,7 @@ Where our statuses land, following what SWE-bench does in each case:
 | resolved / unresolved | yes | completed; resolved / unresolved |
 | patch_failed | yes, not applied, no tests_status | completed; unresolved |
 | needs_network | yes, infra_failure with its reason | completed; unresolved; infra_failure |
+| not_scorable (a listed test lacks a module) | yes, infra_failure with its reason | completed; unresolved; infra_failure |
 | empty_patch | none (SWE-bench never runs one) | empty_patch |
 | infra_error | none (SWE-bench's harness errored) | error; infra_failure with the error |
 | timed_out (`--instance-timeout`) | none (its harness timed the instance out) | error |
@@ -46,6 +47,9 @@ TEST_OUTPUT = "test_output.txt"
 PATCH = "patch.diff"
 SCHEMA_VERSION = 2
 """The run report's `schema_version` as swebench 5.x writes it."""
+_ENVIRONMENT_GAPS = (EvalStatus.NEEDS_NETWORK, EvalStatus.NOT_SCORABLE)
+"""Graded runs that say the environment lacks what a listed test needs (the network, a module):
+completed and unresolved, an infra failure with its reason."""
 
 
 def swebench_log(run: SuiteRun, timeout_s: float) -> str:
@@ -61,7 +65,7 @@ def swebench_log(run: SuiteRun, timeout_s: float) -> str:
 
 def tests_status(report: RewardReport) -> dict[str, dict[str, list[str]]]:
     """SWE-bench's `tests_status` from our per-test statuses, tests left out of scoring in neither list."""
-    left_out = report.needs_network.keys() | report.not_tests.keys()
+    left_out = report.needs_network.keys() | report.not_tests.keys() | report.environment_gaps.keys()
 
     def split(statuses: Mapping[str, TestStatus | None]) -> dict[str, list[str]]:
         scored = [(test, status) for test, status in statuses.items() if test not in left_out]
@@ -73,13 +77,12 @@ def tests_status(report: RewardReport) -> dict[str, dict[str, list[str]]]:
 
 def instance_report(result: InstanceResult) -> dict[str, Any] | None:
     """`report.json`'s content for a result; None where SWE-bench writes none (see the table above)."""
-    if result.status not in (EvalStatus.RESOLVED, EvalStatus.UNRESOLVED, EvalStatus.PATCH_FAILED,
-                             EvalStatus.NEEDS_NETWORK):
+    if result.status not in (EvalStatus.RESOLVED, EvalStatus.UNRESOLVED, EvalStatus.PATCH_FAILED, *_ENVIRONMENT_GAPS):
         return None
     applied = result.status != EvalStatus.PATCH_FAILED
     entry: dict[str, Any] = {"patch_is_None": False, "patch_exists": True, "patch_successfully_applied": applied,
-                             "resolved": result.resolved, "infra_failure": result.status == EvalStatus.NEEDS_NETWORK}
-    if result.status == EvalStatus.NEEDS_NETWORK:
+                             "resolved": result.resolved, "infra_failure": result.status in _ENVIRONMENT_GAPS}
+    if result.status in _ENVIRONMENT_GAPS:
         entry["infra_failure_reason"] = result.report.error
     if applied:
         entry["tests_status"] = tests_status(result.report)
@@ -115,7 +118,7 @@ class RunReport(BaseModel):
     unresolved_instances: int
     """Instances completed and not resolved."""
     infra_failure_instances: int
-    """Instances whose failure is the environment's (our infra_error and needs_network)."""
+    """Instances whose failure is the environment's (our infra_error, needs_network and not_scorable)."""
     ambiguous_failure_instances: int = 0
     """SWE-bench's failures of unclear cause; ours always have one, so none."""
     empty_patch_instances: int
@@ -161,7 +164,7 @@ def run_report(results: Mapping[str, InstanceResult], total: int, submitted: lis
         else:
             groups["completed"].add(instance_id)
             groups["resolved" if result.resolved else "unresolved"].add(instance_id)
-            if result.status == EvalStatus.NEEDS_NETWORK:
+            if result.status in _ENVIRONMENT_GAPS:
                 groups["infra"].add(instance_id)
                 reasons[instance_id] = result.report.error
     ids = {k: sorted(v) for k, v in groups.items()}

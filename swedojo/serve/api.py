@@ -84,7 +84,8 @@ class SampleOutcome(str, Enum):
     VALID = "valid"
     """Graded; it counts towards its group."""
     INFRA_ERROR = "infra_error"
-    """The harness or environment failed, not the policy: never a zero reward, the group is refilled or dropped."""
+    """The harness or environment failed, not the policy (grading's infra_error, or not_scorable: a listed
+    test cannot run in the environment): never a zero reward, the group is refilled or dropped."""
     STALE = "stale"
     """Started more than `max_staleness` weight versions behind the current one: dropped."""
 

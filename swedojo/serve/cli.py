@@ -22,7 +22,7 @@ def serve_command(
     out: Path = typer.Option(Path("runs") / "serve", help="Where each batch's trajectories are written."),
     token_env: str = typer.Option("SWEDOJO_SERVE_TOKEN", help="Variable holding the bearer token every call must "
                                   "carry; unset or empty: a fresh token is made and printed."),
-    endpoint: list[str] = typer.Option([], help="A model server a batch may name (http(s)://host/v1[#model]); repeat."),
+    endpoint: list[str] = typer.Option([], help="A model server a batch may name (http(s)://host/v1[#model], or a provider's model such as openai/gpt-4o); repeat."),
     api_key_env: str = typer.Option("OPENAI_API_KEY", help="Variable whose value is the endpoints' API key."),
     max_group_size: int = typer.Option(64, min=1, help="Largest group a batch may ask for."),
     max_batch_samples: int = typer.Option(1024, min=1, help="Most samples one batch may ask for."),

@@ -109,6 +109,10 @@ class _Batch:
     stale_drops: int = 0
 
 
+NO_VERDICT = (EvalStatus.INFRA_ERROR, EvalStatus.NOT_SCORABLE)
+"""Grading outcomes that say nothing of the policy (the harness failed; a listed test cannot run in
+the environment, with the reference patch too): the sample is an infra failure, never a zero reward."""
+
 IN_PROCESS_OPTIONS = {"record_routing": True}
 """In-process models record the experts each token was routed to (`rollout_routed_experts`), and
 batch the decode steps of up to `max_concurrent` samples into one forward (`decode_batch`)."""
@@ -179,8 +183,9 @@ class RolloutService:
         if request.group_size > limits.max_group_size:
             raise BadBatchError(f"group_size {request.group_size} is over the service's bound max_group_size="
                                 f"{limits.max_group_size}")
-        remote = request.model.startswith(("http://", "https://"))
-        if remote and request.model not in limits.endpoints:
+        # Only the operator's endpoints are called: a URL, or a provider's model name (its key is the service's).
+        local = request.model.startswith(("tiny:", "scripted:")) or Path(request.model).is_dir()
+        if not local and request.model not in limits.endpoints:
             raise BadBatchError(f"model {request.model!r} is not one of the service's endpoints (dojo serve --endpoint): "
                                 f"{', '.join(limits.endpoints) or 'none'}")
         try:
@@ -366,7 +371,7 @@ class RolloutService:
         report = result.report
         sample = SampleOut(
             sample_id=f"{batch.batch_id}/{path.stem}", instance_id=result.instance_id, group_id=result.instance_id,
-            outcome=SampleOutcome.INFRA_ERROR if result.status == EvalStatus.INFRA_ERROR else SampleOutcome.VALID,
+            outcome=SampleOutcome.INFRA_ERROR if result.status in NO_VERDICT else SampleOutcome.VALID,
             status=result.status.value, exit_status=result.exit_status.value, reward=report.reward,
             reward_tiers={t.name: t.score for t in sorted(report.tiers, key=lambda t: t.tier)},
             resolved=result.resolved, weight_version_start=start, weight_version_end=end,

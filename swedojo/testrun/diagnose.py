@@ -50,6 +50,11 @@ def repo_paths(sandbox: Sandbox) -> list[str]:
     return listed.output.splitlines() if listed.ok else []
 
 
+def provided_modules(sandbox: Sandbox, paths: Iterable[str] = ()) -> set[str]:
+    """Top-level importable names the work tree's tracked files and `paths` (files patches add) provide."""
+    return _module_tops([*repo_paths(sandbox), *paths])
+
+
 def missing_modules(run: SuiteRun, sandbox: Sandbox, changed: Iterable[str], provided: Iterable[str] = ()) -> list[str]:
     """Modules the log says could not be imported that neither the repository nor any patch
     provides: dependencies the environment lacks (or a test's own output naming one)."""

@@ -774,7 +774,7 @@ def summary_make(log: str) -> Counts | None:
 # --- unittest (-v; Django's runner and other scripts built on it print the same) ----------------
 
 _UNITTEST_TEST = re.compile(r"^(\w+) \(([\w.]+)\)")
-_UNITTEST_OUTCOME = re.compile(r"(ok|FAIL|ERROR|skipped '.*'|expected failure|unexpected success)$")
+_UNITTEST_OUTCOME = re.compile(r"(ok|FAIL|ERROR|skipped (?:'.*'|\".*\")|expected failure|unexpected success)$")
 _UNITTEST_STATUS = {"ok": TestStatus.PASSED, "FAIL": TestStatus.FAILED, "ERROR": TestStatus.ERROR,
                     "skipped": TestStatus.SKIPPED, "expected failure": TestStatus.XFAIL,
                     "unexpected success": TestStatus.XPASS}

@@ -1,4 +1,5 @@
-"""The OpenAI-compatible backend against a real HTTP server on 127.0.0.1 serving canned vLLM-style answers."""
+"""The OpenAI-compatible backend against a real HTTP server on 127.0.0.1 serving canned vLLM-style answers,
+and against a strict stand-in of a hosted API that refuses vLLM's extra fields."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from PIL import Image
+from provider_standins import OpenAIStandin, Turn
 
 from swedojo.agent.backends import (
     Message,
@@ -74,7 +76,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         self.server.requests.append({"path": self.path})
-        self._reply(200, {"object": "list", "data": [{"id": "glm-5", "object": "model"}]})
+        self._reply(200, {"object": "list", "data": [{"id": "glm-5", "object": "model", "owned_by": "vllm"}]})
 
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
@@ -180,5 +182,40 @@ def test_a_screenshot_reaches_a_model_that_takes_images_and_only_such_a_model(se
     assert url.startswith("data:image/png;base64,") and base64.b64decode(url.split(",", 1)[1]) == png.read_bytes()
     load_backend(f"{_url(server)}/v1#text-only").generate(messages, SamplingParams(max_new_tokens=8))
     assert [m["role"] for m in server.requests[-1]["body"]["messages"]] == ["user", "tool"]
-    with pytest.raises(UnknownBackendSpecError, match="images=0 or images=1, not vision=yes"):
+    with pytest.raises(UnknownBackendSpecError, match="images=0|1 or engine=vllm|sglang|openai, not vision=yes"):
         load_backend(f"{_url(server)}/v1?vision=yes")
+
+
+def test_a_server_not_known_as_an_engine_gets_the_standard_fields_only():
+    """A hosted API validates its requests: vLLM's extras (token ids, template kwargs, top_k, stop ids,
+    reasoning sent back) would be a 400 there, and observations answer no call of its."""
+    standin = OpenAIStandin([Turn(content="<tool_call>bash<arg_key>command</arg_key><arg_value>ls</arg_value></tool_call>",
+                                  reasoning="The bug is in a.py."), Turn(content="done")], owned_by="system")
+    params = SamplingParams(temperature=0.6, top_k=20, stop_token_ids=[7], seed=3, stop=["</x>"], max_new_tokens=32)
+    with standin.serving():
+        backend = load_backend(f"{standin.url}/v1#gpt-4o", api_key="test-key")
+        first = backend.generate([Message.system("sys"), Message.user("fix")], params)
+        assert backend.engine == "openai" and first.reasoning == "The bug is in a.py."
+        assert first.logprobs == [-0.25] and first.token_ids == [] and first.logprob_kind.value == "provider"
+        messages = [Message.system("sys"), Message.user("fix"), first.message(), Message.observation("a.py")]
+        assert backend.generate(messages, params).content == "done"  # the strict server took both requests
+        sent = [r for r in standin.requests if r["body"] is not None]
+        assert [r["path"] for r in standin.requests].count("/v1/models") == 1  # asked once
+        assert set(sent[-1]["body"]) == {"model", "messages", "max_tokens", "temperature", "top_p", "logprobs", "seed", "stop"}
+        assert sent[-1]["body"]["messages"][2:] == [{"role": "assistant", "content": first.content},
+                                                     {"role": "user", "content": "a.py"}]
+
+        # told it is vLLM, the backend sends vLLM's fields, and a hosted API refuses them as it does
+        told = load_backend(f"{standin.url}/v1?engine=vllm#gpt-4o", api_key="test-key")
+        with pytest.raises(ServerRequestError, match="HTTP 400: .*Unrecognized request argument supplied: return_token_ids"):
+            told.generate([Message.user("fix")], params)
+        assert told.engine == "vllm" and [r["path"] for r in standin.requests].count("/v1/models") == 1
+
+
+def test_an_engine_is_told_apart_by_its_model_list(server):
+    server.requests.clear()
+    backend = load_backend(f"{_url(server)}/v1#glm-5")
+    backend.generate([Message.user("x")], SamplingParams(top_k=5))
+    assert backend.engine == "vllm" and server.requests[0]["path"] == "/v1/models"
+    body = server.requests[1]["body"]
+    assert body["return_token_ids"] is True and body["top_k"] == 5 and "chat_template_kwargs" in body

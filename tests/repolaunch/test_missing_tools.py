@@ -25,9 +25,21 @@ from swedojo.schema import TestStatus
     ("No package 'zlib' found", "zlib1g-dev"),
     ("Package 'libzstd', required by 'virtual:world', not found", "libzstd-dev"),
     ("sh: 1: asciidoctor: not found", "asciidoctor"),
+    ("src/_speedups.c:1:10: fatal error: Python.h: No such file or directory", "python3-dev"),
 ])
 def test_what_a_log_says_is_missing_maps_to_a_debian_package(log: str, package: str) -> None:
     assert [p for p, _ in missing_packages(f"some output\n{log}\nmore\n")] == [package]
+
+
+def test_a_python_extension_build_without_a_compiler_gets_one_and_the_headers() -> None:
+    """setuptools names the arch-prefixed compiler it could not run (an editable install of a
+    project with C extensions on a runtime layer that has no compiler)."""
+    log = "** BuildFailed: command 'x86_64-linux-gnu-gcc' failed: No such file or directory\n"
+    assert [p for p, _ in missing_packages(log)] == ["gcc", "python3-dev"]
+    assert [p for p, _ in missing_packages("error: command 'g++' failed: No such file or directory")] \
+        == ["g++", "python3-dev"]
+    assert [p for p, _ in missing_packages("FileNotFoundError: [Errno 2] No such file or directory: "
+                                           "'x86_64-linux-gnu-gcc'")] == ["gcc", "python3-dev"]
 
 
 def test_a_log_that_names_nothing_missing_asks_for_nothing() -> None:

@@ -11,6 +11,7 @@ from launch_helpers import write_tree
 
 from swedojo.repolaunch.ci import read_workflows
 from swedojo.repolaunch.detect import NoBuildSystemError, analyse, debian_release
+from swedojo.repolaunch.recipes.python import editable_needs
 
 WORKFLOW = """name: ci
 on: [push, pull_request]
@@ -71,6 +72,7 @@ docs = ["sphinx"]
     assert analysis.runtime_allowed == ["3.11", "3.10", "3.9", "3.8", "3.12", "3.13", "3.14"]
     assert analysis.install_commands == [
         "pip install --uploaded-prior-to 2023-06-01T00:00:00Z hatchling",
+        editable_needs("hatchling.build", [], "2023-06-01T00:00:00Z"),  # what its editable build asks for
         ("pip install --uploaded-prior-to 2023-06-01T00:00:00Z 'attrs>=22' pytest-mock ujson pytest "
          "-r requirements-ci.txt"),
     ]

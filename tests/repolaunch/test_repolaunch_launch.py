@@ -122,15 +122,16 @@ def test_install_fails(make_repo, tmp_path: Path, env_cache: Path) -> None:
 
 def test_a_requirement_file_that_does_not_install_is_left_out_on_a_retry(make_repo, tmp_path: Path,
                                                                          env_cache: Path) -> None:
-    """Seen on real repositories: a requirements file naming a tool that no longer exists. The launch
-    records the failed plan and builds again from the project's own metadata."""
-    repo = make_repo("stale", {"requirements-test.txt": "-r does-not-exist.txt\n",
+    """Seen on real repositories: a requirements file whose pins cannot be installed (here: together).
+    The launch records the failed plan and builds again with the pins loosened. (A file it names
+    that does not exist is dropped before pip sees it: `test_python_requirements`.)"""
+    repo = make_repo("stale", {"requirements-test.txt": "iniconfig==1.1.1\niniconfig==2.0.0\n",
                                "test_x.py": "def test_ok():\n    pass\n"})
     spec = launch(str(repo), tmp_path / "out", cache_dir=env_cache / "envs")
     assert len(spec.attempts) == 1 and "[install]" in spec.attempts[0] and "exited with 1" in spec.attempts[0]
     assert spec.test_status == {"test_x.py::test_ok": TestStatus.PASSED}
     log = (tmp_path / "out" / "build.log").read_text()
-    assert "does-not-exist.txt" in log and "pins loosened" in log
+    assert "ResolutionImpossible" in log and "pins loosened" in log
     assert json.loads((tmp_path / "out" / "envspec.json").read_text())["attempts"] == spec.attempts
 
 

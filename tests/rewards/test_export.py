@@ -270,3 +270,14 @@ def test_routed_experts_are_exported_under_slimes_name(tmp_path):
         "r0/t__b-1: 12 rows of routed experts for 14 tokens (expected one per token but the last)",
         "r0/t__c-1: routed experts recorded for some steps only (missing: steps [1])",
     ]
+
+
+def test_a_not_scorable_run_is_skipped_never_a_zero_reward(tmp_path):
+    """A listed test the environment cannot run (with the reference patch too) says nothing of the
+    agent: its 0.0 is no verdict, so it is skipped like infra_error, and named."""
+    gap = _result("t__g-1", 0.0, EvalStatus.NOT_SCORABLE)
+    gap.error = "1 listed test cannot run in this environment for want of dask"
+    _write_run(tmp_path / "r0", [(_trajectory("t__a-1", 100), _result("t__a-1", 0.0)), (_trajectory("t__g-1", 600), gap)])
+    summary = export_tokens([tmp_path / "r0"], tmp_path / "tokens")
+    assert [r.sample_id for r in read_token_records(tmp_path / "tokens.jsonl")] == ["r0/t__a-1"]
+    assert [str(s) for s in summary.skipped] == [f"r0/t__g-1: not_scorable: {gap.error}"]

@@ -63,3 +63,18 @@ def test_the_test_log_has_swebenchs_markers_and_a_timed_out_run_no_end():
     timed_out = run.model_copy(update={"timed_out": True, "exit_code": None})
     text = swebench_log(timed_out, 900)
     assert ">>>>> End Test Output" not in text and text.endswith("Timeout error: 900 seconds exceeded.\n")
+
+
+def test_a_not_scorable_result_is_completed_unresolved_and_the_environments_failure():
+    """Like needs_network: graded, so completed; a listed test lacks a module, so an infra failure
+    with the reason, its gap tests in neither list."""
+    gaps = {"t.py::d": "dask: requires dask"}
+    result = _result("gap", EvalStatus.NOT_SCORABLE, error="1 listed test cannot run in this environment for want of dask",
+                     fail_to_pass={"t.py::a": TestStatus.PASSED}, pass_to_pass={"t.py::c": TestStatus.PASSED, "t.py::d": None},
+                     environment_gaps=gaps)
+    entry = instance_report(result)["gap"]
+    assert entry["infra_failure"] and entry["infra_failure_reason"].endswith("for want of dask") and not entry["resolved"]
+    assert entry["tests_status"]["PASS_TO_PASS"] == {"success": ["t.py::c"], "failure": []}
+    report = run_report({"gap": result}, total=1, submitted=["gap"], not_submitted=[])
+    assert report.completed_ids == report.unresolved_ids == report.infra_failure_ids == ["gap"]
+    assert report.error_ids == [] and report.failure_reasons == {"gap": result.report.error}

@@ -236,6 +236,9 @@ def test_every_call_needs_the_token_and_a_batch_names_no_variable_of_the_service
     with pytest.raises(urllib.error.HTTPError) as server:
         client.call("POST", "/batches", {"suite": "demo", "model": "http://127.0.0.1:9/v1"})
     assert server.value.code == 400 and "not one of the service's endpoints" in server.value.read().decode()
+    with pytest.raises(urllib.error.HTTPError) as provider:  # a hosted API billed to the service's key: the operator's call
+        client.call("POST", "/batches", {"suite": "demo", "model": "openai/gpt-4o"})
+    assert provider.value.code == 400 and "not one of the service's endpoints" in provider.value.read().decode()
 
 
 def test_oversized_batches_are_refused_naming_the_bound(serve, tmp_path):

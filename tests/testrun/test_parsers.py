@@ -316,6 +316,10 @@ class Calc(unittest.TestCase):
     def test_skipped(self):
         pass
 
+    @unittest.skip("the C library's not available")
+    def test_skipped_quoted(self):  # unittest prints the reason's repr: in double quotes here
+        pass
+
     @unittest.expectedFailure
     def test_known_bug(self):
         self.assertTrue(False)
@@ -330,7 +334,7 @@ def test_unittest_verbose(tmp_path: Path) -> None:
     results = parse_log("unittest", log)
     expected = {f"{name} (tests.test_mix.Calc)": status for name, status in [
         ("test_ok", P), ("test_documented", P), ("test_prints", P), ("test_bad", F), ("test_broken", E),
-        ("test_skipped", S), ("test_known_bug", XF)]}
+        ("test_skipped", S), ("test_skipped_quoted", S), ("test_known_bug", XF)]}
     assert results == expected, log
     assert check_counts("unittest", log, results, code) == []
     assert check_counts("unittest", log + "\ntest_forged (tests.test_mix.Calc) ... ok\n",

@@ -345,6 +345,9 @@ def test_react_malformed_says_what_was_expected(text: str, expected: str) -> Non
 
 def test_tool_list_rendering_names_every_tool_and_the_call_syntax(fmt, registry) -> None:
     text = fmt.render_tools(registry.specs())
+    if fmt.name == "native":  # the schemas travel in the request's `tools`: the prompt names the tools
+        assert all(spec.name in text for spec in registry.specs()) and "tool calling" in text
+        return
     for spec in registry.specs():
         assert spec.name in text and json.dumps(spec.parameters, ensure_ascii=False)[:40] in text
     assert {"glm": "<arg_key>", "openai": '"arguments"', "react": "Action Input:"}[fmt.name] in text

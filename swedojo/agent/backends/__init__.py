@@ -45,18 +45,25 @@ __all__ = [
 
 
 class UnknownBackendSpecError(BackendError):
-    """The spec is not a checkpoint directory, an http(s) URL, `tiny:ARCH` or `scripted:FILE`."""
+    """The spec is not a checkpoint directory, an http(s) URL, `tiny:ARCH`, `scripted:FILE` or a provider's model."""
+
+
+URL_OPTIONS = {"images": ("0", "1"), "engine": ("vllm", "sglang", "openai")}
+"""What a `--model` URL's query may say, and the values each takes."""
 
 
 def load_backend(spec: str, **options: Any) -> ModelBackend:
-    """A backend from `--model`: a checkpoint directory, `http(s)://…`, `tiny:ARCH`, or `scripted:FILE`.
+    """A backend from `--model`: a checkpoint directory, `http(s)://…`, `tiny:ARCH`, `scripted:FILE`,
+    or a provider's model name (`openai/gpt-4o`, `anthropic/claude-sonnet-4-5`: `ProviderBackend`).
 
     `options` go to the backend's constructor (e.g. `device`, `dtype` for checkpoints,
     `retain_cache` or `seed` for in-process models, `model` (or `URL#model`) and `api_key_env` (the
-    variable holding the API key, default OPENAI_API_KEY) for a URL, and `images` (or
-    `URL?images=1`: the served model takes images, `OpenAIHTTPBackend`); `TinySize` fields for
-    `tiny:`). A scripted file is replayed with the tiny GLM tokenizer, so its trajectories carry
-    token ids.
+    variable holding the API key, default OPENAI_API_KEY) for a URL, `images` (or `URL?images=1`:
+    the served model takes images) and `engine` (or `URL?engine=vllm|sglang|openai`: whether the
+    server takes vLLM's extra fields; else its `/v1/models` says, `OpenAIHTTPBackend`); `TinySize`
+    fields for `tiny:`; `api_key_env`, `api_key`, `api_base`, `retries` for a provider's model,
+    whose key is otherwise in the provider's usual variable). A scripted file is replayed with the
+    tiny GLM tokenizer, so its trajectories carry token ids.
     """
     if spec.startswith(("http://", "https://")):
         from swedojo.agent.backends.openai_http import OpenAIHTTPBackend
@@ -66,9 +73,10 @@ def load_backend(spec: str, **options: Any) -> ModelBackend:
             options.setdefault("model", model)
         parts = urllib.parse.urlsplit(url)
         for key, value in urllib.parse.parse_qsl(parts.query, keep_blank_values=True):
-            if key != "images" or value not in ("0", "1"):
-                raise UnknownBackendSpecError(f"--model {spec!r}: the URL may only say images=0 or images=1, not {key}={value}")
-            options.setdefault("images", value == "1")
+            if value not in URL_OPTIONS.get(key, ()):
+                said = " or ".join(f"{k}={'|'.join(v)}" for k, v in URL_OPTIONS.items())
+                raise UnknownBackendSpecError(f"--model {spec!r}: the URL may only say {said}, not {key}={value}")
+            options.setdefault(key, value == "1" if key == "images" else value)
         url = urllib.parse.urlunsplit(parts._replace(query=""))
         key_variable = options.pop("api_key_env", "OPENAI_API_KEY")
         if os.environ.get(key_variable):
@@ -90,6 +98,16 @@ def load_backend(spec: str, **options: Any) -> ModelBackend:
         from swedojo.agent.backends.inprocess import InProcessBackend
 
         return InProcessBackend.from_pretrained(spec, **options)
+    from swedojo.agent.backends.provider import MissingKeyError, ProviderBackend, provider_of
+
+    if provider_of(spec) is not None:
+        key_variable = options.pop("api_key_env", None)
+        if key_variable:  # the key in a variable of the user's choosing, not the provider's usual one
+            if not os.environ.get(key_variable):
+                raise MissingKeyError(f"--model {spec}: {key_variable} (the variable --api-key-env names) is not set")
+            options.setdefault("api_key", os.environ[key_variable])
+        return ProviderBackend(spec, **options)
     raise UnknownBackendSpecError(
-        f"--model {spec!r}: expected a checkpoint directory, an http(s):// URL, tiny:ARCH or scripted:FILE"
+        f"--model {spec!r}: expected a checkpoint directory, an http(s):// URL, tiny:ARCH, scripted:FILE or a "
+        "provider's model name as litellm knows it (openai/gpt-4o, anthropic/claude-sonnet-4-5, ...)"
     )

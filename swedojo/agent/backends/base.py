@@ -124,6 +124,8 @@ class Usage(BaseModel):
     """Wall time of the call."""
     prefill_seconds: float = 0.0
     """Part of `seconds` spent computing the prompt (time to first token), where the backend knows it."""
+    cost_usd: float | None = None
+    """What the call cost in US dollars at the provider's list price; None when unknown (never 0.0 for unknown)."""
 
 
 RAW_ARGUMENTS_KEY = "_raw_arguments"
@@ -175,7 +177,12 @@ class Generation(BaseModel):
 
 @runtime_checkable
 class ModelBackend(Protocol):
-    """A model that continues a conversation."""
+    """A model that continues a conversation.
+
+    A backend may say how its model writes tool calls with a `tool_format` attribute (a name in
+    `swedojo.tools.formats`); one whose `tool_format` is `native` calls tools through its API, and
+    its `generate` takes the tools' schemas as `tools=` (OpenAI's `tools` entries).
+    """
 
     name: str
     """Identifier recorded in trajectories (`Trajectory.model`)."""

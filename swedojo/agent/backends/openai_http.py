@@ -1,10 +1,14 @@
-"""OpenAI-compatible chat-completions backend, for GLM served by vLLM or SGLang.
+"""OpenAI-compatible chat-completions backend, for GLM served by vLLM or SGLang, and any other such server.
 
-Asks for what token in, token out needs where the server offers it: vLLM's `return_token_ids`
-(sampled ids per choice, `prompt_token_ids` on the response) and `logprobs`. Reasoning comes
-back as `reasoning_content` (or `reasoning` in newer vLLM) and is sent back the same way, with
+An inference engine (vLLM, SGLang) is asked for what token in, token out needs: vLLM's
+`return_token_ids` (sampled ids per choice, `prompt_token_ids` on the response) and `logprobs`,
+with `chat_template_kwargs`, `top_k` and `stop_token_ids`. Reasoning comes back as
+`reasoning_content` (or `reasoning` in newer vLLM) and is sent back the same way, with
 `clear_thinking` false, so a GLM-4.7/5 server keeps it in the prompt (preserved thinking) and its
-prefix cache stays warm. Standard library only (`urllib`).
+prefix cache stays warm. Every other server gets the standard chat-completions fields only (a
+hosted API that validates its requests refuses anything else with a 400). Which one a server is,
+`/v1/models` says: the engines name themselves in its `owned_by` (`vllm`, `sglang`); `engine=`
+(`URL?engine=vllm|sglang|openai`) says it without asking. Standard library only (`urllib`).
 """
 
 from __future__ import annotations
@@ -43,17 +47,29 @@ class ServerResponseError(BackendError):
     """The server answered with something that is not a chat completion."""
 
 
+ENGINES = ("vllm", "sglang")
+"""Servers known to take the extra fields (`return_token_ids`, `chat_template_kwargs`, `top_k`,
+`stop_token_ids`, `reasoning_content` in messages), by the name their `/v1/models` gives as `owned_by`."""
+
+STANDARD = "openai"
+"""`engine` of every other server: the standard fields only."""
+
+
 class OpenAIHTTPBackend:
     """Chat completions over HTTP; the server keeps any cache, so `release` has nothing to do."""
 
     def __init__(
         self, base_url: str, *, model: str | None = None, api_key: str | None = None, timeout: float = 600.0,
-        images: bool = False,
+        images: bool = False, engine: str | None = None,
     ) -> None:
         """`base_url` like `http://host:8000/v1` (`/v1` is added to a bare host); `model` defaults to the served one.
 
         `images`: the served model takes images; an observation's images (screenshots) follow it in a
-        user message of image parts (data URLs), as chat completions accept images only from the user."""
+        user message of image parts (data URLs), as chat completions accept images only from the user.
+        `engine`: `vllm` or `sglang` (the extra fields are sent) or `openai` (the standard ones only);
+        None: as the server's `/v1/models` says, asked once."""
+        if engine is not None and engine not in (*ENGINES, STANDARD):
+            raise ValueError(f"engine {engine!r}: expected one of {', '.join((*ENGINES, STANDARD))}")
         parts = urllib.parse.urlsplit(base_url.rstrip("/"))
         path = parts.path if parts.path not in ("", "/") else "/v1"
         self.base_url = urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
@@ -61,6 +77,7 @@ class OpenAIHTTPBackend:
         self.api_key = api_key
         self.timeout = timeout
         self.images = images
+        self.engine = engine
         self.name = base_url if model is None else f"{base_url}#{model}"
         self.version = ""  # the server does not say; a trainer that swaps weights passes its own in `dojo serve`
 
@@ -68,27 +85,32 @@ class OpenAIHTTPBackend:
         self, messages: Sequence[Message], params: SamplingParams, *, conversation_id: str = "default"
     ) -> Generation:
         started = time.perf_counter()
+        if self.model is None or self.engine is None:
+            self._ask_models()
+        engine = self.engine in ENGINES
         body: dict[str, Any] = {
-            "model": self.model or self._served_model(),
-            "messages": [wire for m in messages for wire in _wire_messages(m, self.images)],
+            "model": self.model,
+            "messages": [wire for m in messages for wire in _wire_messages(m, self.images)] if engine
+            else standard_messages(messages, native=True, images=self.images),
             "max_tokens": params.max_new_tokens,
             "temperature": params.temperature,
             "top_p": params.top_p,
             "logprobs": True,
-            "return_token_ids": True,
-            "chat_template_kwargs": {
+        }
+        if engine:
+            body["return_token_ids"] = True
+            body["chat_template_kwargs"] = {
                 "enable_thinking": params.thinking,
                 "clear_thinking": params.history == ThinkingHistory.INTERLEAVED,
-            },
-        }
-        if params.top_k:
-            body["top_k"] = params.top_k
+            }
+            if params.top_k:
+                body["top_k"] = params.top_k
+            if params.stop_token_ids:
+                body["stop_token_ids"] = params.stop_token_ids
         if params.seed is not None:
             body["seed"] = params.seed
         if params.stop:
             body["stop"] = params.stop
-        if params.stop_token_ids:
-            body["stop_token_ids"] = params.stop_token_ids
         data = self._request("POST", "/chat/completions", body)
         generation = _parse_completion(data, params.thinking)
         generation.usage.seconds = time.perf_counter() - started
@@ -97,13 +119,24 @@ class OpenAIHTTPBackend:
     def release(self, conversation_id: str) -> None:
         return None
 
-    def _served_model(self) -> str:
-        data = self._request("GET", "/models", None)
+    def _ask_models(self) -> None:
+        """`/v1/models`: the served model (when none was named) and whether an engine serves it
+        (`owned_by` vllm or sglang); a server that does not answer it is a standard one."""
         try:
-            self.model = str(data["data"][0]["id"])
-        except (KeyError, IndexError, TypeError) as exc:
-            raise ServerResponseError(f"{self.base_url}/models lists no model") from exc
-        return self.model
+            data = self._request("GET", "/models", None)
+        except (ServerRequestError, ServerResponseError):
+            if self.model is None:
+                raise
+            data = {}
+        listed = [m for m in data.get("data") or [] if isinstance(m, dict)]
+        if self.model is None:
+            if not listed or "id" not in listed[0]:
+                raise ServerResponseError(f"{self.base_url}/models lists no model")
+            self.model = str(listed[0]["id"])
+        if self.engine is None:
+            owners = {str(m.get("owned_by", "")).lower() for m in listed if m.get("id") == self.model} or \
+                {str(m.get("owned_by", "")).lower() for m in listed}
+            self.engine = next((e for e in ENGINES if e in owners), STANDARD)
 
     def _request(self, method: str, path: str, body: dict[str, Any] | None) -> dict[str, Any]:
         headers = {"Content-Type": "application/json"}
@@ -130,20 +163,76 @@ class OpenAIHTTPBackend:
         return data
 
 
+def image_message(paths: Sequence[str]) -> dict[str, Any]:
+    """A user message of image parts (PNG data URLs) showing what a tool result saved."""
+    parts: list[dict[str, Any]] = [{"type": "text", "text": "The image(s) the tool result above shows:"}]
+    for path in paths:
+        data = base64.b64encode(Path(path).read_bytes()).decode()
+        parts.append({"type": "image_url", "image_url": {"url": f"data:image/png;base64,{data}"}})
+    return {"role": "user", "content": parts}
+
+
+def standard_messages(messages: Sequence[Message], *, native: bool, images: bool) -> list[dict[str, Any]]:
+    """The conversation in OpenAI's standard format, as a strict server takes it (and litellm maps
+    onto each provider's).
+
+    Nothing outside the standard goes (reasoning stays out). With `native` tool calling, a result
+    answers its call as a `tool` message, every call of an assistant turn is answered (a call that
+    was never run, for its arguments were not a JSON object, is left out of the turn: the error that
+    follows says so), and any other observation is a user message; without, observations are user
+    messages and the calls stay in the text. With `images`, an observation's images follow as a user
+    message once every call of the turn is answered.
+    """
+    wire: list[dict[str, Any]] = []
+    pending: list[str] = []
+    shown: list[dict[str, Any]] = []
+
+    def settle() -> None:
+        """Answer the calls left unanswered (an API refuses a turn whose calls are not all answered), then show images."""
+        wire.extend({"role": "tool", "tool_call_id": call_id, "content": "(this call returned nothing)"} for call_id in pending)
+        pending.clear()
+        wire.extend(shown)
+        shown.clear()
+
+    for message in messages:
+        if message.role == Role.OBSERVATION:
+            if native and message.tool_call_id in pending:
+                pending.remove(message.tool_call_id)
+                wire.append({"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content})
+            else:
+                settle()
+                wire.append({"role": "user", "content": message.content})
+            if images and message.images:
+                shown.append(image_message(message.images))
+            if not pending:
+                settle()
+            continue
+        settle()
+        if message.role != Role.ASSISTANT:
+            wire.append({"role": message.role.value, "content": message.content})
+            continue
+        calls = [c for c in message.tool_calls if RAW_ARGUMENTS_KEY not in c.arguments] if native else []
+        turn: dict[str, Any] = {"role": "assistant", "content": message.content or (None if calls else "(no text)")}
+        if calls:
+            turn["tool_calls"] = [{"id": c.call_id, "type": "function",
+                                   "function": {"name": c.name, "arguments": json.dumps(c.arguments, ensure_ascii=False)}}
+                                  for c in calls]
+            pending.extend(c.call_id for c in calls)
+        wire.append(turn)
+    settle()
+    return wire
+
+
 def _wire_messages(message: Message, images: bool) -> list[dict[str, Any]]:
-    """The message in OpenAI's format; with `images`, an observation's images after it as a user message."""
+    """The message as an engine takes it; with `images`, an observation's images after it as a user message."""
     wire = [_wire_message(message)]
     if images and message.images:
-        parts: list[dict[str, Any]] = [{"type": "text", "text": "The image(s) the tool result above shows:"}]
-        for path in message.images:
-            data = base64.b64encode(Path(path).read_bytes()).decode()
-            parts.append({"type": "image_url", "image_url": {"url": f"data:image/png;base64,{data}"}})
-        wire.append({"role": "user", "content": parts})
+        wire.append(image_message(message.images))
     return wire
 
 
 def _wire_message(message: Message) -> dict[str, Any]:
-    """A message in OpenAI's format (`observation` becomes `tool`)."""
+    """A message as an engine takes it (`observation` becomes `tool`, reasoning goes back as `reasoning_content`)."""
     if message.role == Role.OBSERVATION:
         return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
     wire: dict[str, Any] = {"role": message.role.value, "content": message.content}
@@ -186,14 +275,17 @@ def _parse_completion(data: dict[str, Any], thinking: bool) -> Generation:
     usage = data.get("usage") or {}
     prompt_tokens = int(usage.get("prompt_tokens") or 0)
     cached = int((usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
+    token_ids = [int(t) for t in choice.get("token_ids") or []]
+    # An engine's logprobs come with the ids of the tokens they score; without ids they are a provider's.
+    kind = LogprobKind.NONE if not logprobs else LogprobKind.SERVER if token_ids else LogprobKind.PROVIDER
     return Generation(
         text=f"{reasoning}</think>{content}" if reasoning else content,
         reasoning=reasoning.strip(),
         content=content.strip(),
         thinking=thinking,
-        token_ids=[int(t) for t in choice.get("token_ids") or []],
+        token_ids=token_ids,
         logprobs=logprobs,
-        logprob_kind=LogprobKind.SERVER if logprobs else LogprobKind.NONE,
+        logprob_kind=kind,
         prompt_token_ids=[int(t) for t in data.get("prompt_token_ids") or []],
         tool_calls=[_tool_call(call) for call in message.get("tool_calls") or []],
         finish_reason=FinishReason.LENGTH if choice.get("finish_reason") == "length" else FinishReason.STOP,

@@ -49,6 +49,21 @@ from swedojo.repolaunch.recipes.base import (
     LanguageRecipe,
     apt,
 )
+from swedojo.repolaunch.recipes.pyreqs import (
+    PROJECT,
+    Change,
+    RequirementFile,
+    conda_files,
+    conda_requirements,
+    distribution_of,
+    read_requirement_file,
+    requirement,
+    tolerant_install,
+    tox_env_for,
+    tox_envs,
+    tox_lines,
+)
+from swedojo.testrun.skips import named_module
 
 PYTHON_RELEASES = {
     "3.6": date(2016, 12, 23), "3.7": date(2018, 6, 27), "3.8": date(2019, 10, 14),
@@ -72,6 +87,21 @@ WEAK_PRIORITY = 70
 """Detection priority of a tree with Python files that do not say how to build it (requirements,
 tox, a Pipfile): any other language's build file wins over them."""
 _NO_DISTRIBUTION = re.compile(r"No matching distribution found for (\S+)")
+_CANNOT_INSTALL = re.compile(r"Cannot install (.+?) because these package versions have conflicting dependencies")
+
+
+def _conflicting(said: str) -> list[str]:
+    """The names of the requirements pip says conflict with the project being installed (`X==1
+    and proj 2.0 (from /path)`): the others than the project, which a path marks."""
+    found: list[str] = []
+    for match in _CANNOT_INSTALL.finditer(said):
+        parts = re.split(r",\s*(?:and\s+)?|\s+and\s+", match.group(1))
+        if not any("(from " in part for part in parts):
+            continue  # two dependencies at odds: nothing of the project's own to keep
+        for part in parts:
+            if "(from " not in part and (name := _requirement_name(part.strip())) and name not in found:
+                found.append(name)
+    return found
 
 
 # --- rules ---------------------------------------------------------------------------------------
@@ -122,25 +152,20 @@ def _spec_allows(spec: str, version: str) -> bool:
     return any(specifier.contains(f"{version}.{patch}", prereleases=True) for patch in (0, 99))
 
 
-def _expand_braces(text: str) -> list[str]:
-    match = re.search(r"\{([^{}]*)\}", text)
-    if not match:
-        return [text]
-    return [out for choice in match.group(1).split(",")
-            for out in _expand_braces(text[:match.start()] + choice + text[match.end():])]
-
-
 def _tox_versions(envlist: str) -> list[str]:
     versions = []
-    for expanded in _expand_braces(envlist):
-        for env in re.split(r"[,\s]+", expanded):
-            for factor in env.split("-"):
-                match = re.fullmatch(r"py3(\d+)", factor)
-                if match and f"3.{match.group(1)}" not in versions:
-                    versions.append(f"3.{match.group(1)}")
+    for env in tox_envs(envlist):
+        for factor in env.split("-"):
+            match = re.fullmatch(r"py3(\d+)", factor)
+            if match and f"3.{match.group(1)}" not in versions:
+                versions.append(f"3.{match.group(1)}")
     return versions
 
 
+_PIP_VALUED = {"-r", "--requirement", "-c", "--constraint", "-i", "--index-url", "--extra-index-url", "-f",
+               "--find-links", "--trusted-host", "--python", "--target", "-t", "--prefix", "--root", "--upgrade-strategy",
+               "--platform", "--only-binary", "--no-binary", "--uploaded-prior-to", "-e", "--editable"}
+"""pip install options that take a value: the word after one is no requirement."""
 _OTHER_JOB = re.compile(r"doc|lint|style|typing|mypy|release|publish|bench|build|(^|[-_./])(min|minimum|oldest|lowest)([-_.]|$)")
 """Requirement file names for jobs other than the tests (min: a project's minimum-versions set)."""
 
@@ -175,11 +200,16 @@ class _PythonPlan:
     """Collects what the Python files say; `build()` turns it into a RepoAnalysis."""
 
     def __init__(self, root: Path, ci: CiFindings, when: datetime | None, out: RepoAnalysis,
-                 requirement_files: bool = True, undated: tuple[str, ...] = (), loose_pins: bool = False) -> None:
+                 planning: PythonPlanning) -> None:
         self.root, self.ci, self.when, self.out = root, ci, when, out
-        self.use_requirement_files = requirement_files
-        self.loose_pins = loose_pins
-        self.undated = undated
+        self.use_requirement_files = planning.requirement_files
+        self.loose_pins = planning.loose_pins
+        self.undated = planning.undated
+        self.demoted = set(planning.demoted)
+        self.optional: list[str] = list(planning.optional)  # installed where they can be (conda files, skips)
+        self.changes: list[Change] = []  # requirement lines not taken as written
+        self.expanded: dict[str, RequirementFile] = {}  # requirement files pip could not read as they are
+        self.tox: dict[str, dict[str, str]] = {}  # tox.ini's settings, evaluated once the interpreter is chosen
         self.requirement_files: list[str] = []
         self.packages: list[str] = []
         self.extras: list[str] = []
@@ -187,6 +217,7 @@ class _PythonPlan:
         self.build_requires: list[str] = []
         self.install_project = False  # pip has to build "." to learn its dependencies
         self.editable = False
+        self.backend: tuple[str, list[str]] = ("", [])  # pyproject's build-backend and backend-path
         self.requires_python: list[tuple[str, str]] = []  # (file, specifier)
         self.listed: dict[str, list[str]] = {}  # file -> versions it names
         self.test_commands: list[tuple[str, str, str]] = []  # (file, working directory, command) from tox and CI
@@ -194,6 +225,14 @@ class _PythonPlan:
     def _add(self, items: list[str], item: str) -> None:
         if item and item not in items:
             items.append(item)
+
+    def _take(self, line: str, source: str) -> None:
+        """A requirement line from `source`, validated (`pyreqs.requirement`)."""
+        taken = requirement(line, source, self.changes)
+        if taken == PROJECT:
+            self.install_project = True
+        else:
+            self._add(self.packages, taken)
 
     def read(self) -> None:
         self._pyproject()
@@ -203,7 +242,6 @@ class _PythonPlan:
         self._nox()
         self._pipfile()
         self._ci()
-        self._requirements()
         pin = self.root / ".python-version"
         if pin.is_file() and (match := re.match(r"(\d+\.\d+)", read_text(pin).strip())):
             self.listed[".python-version"] = [match.group(1)]
@@ -222,6 +260,8 @@ class _PythonPlan:
             self.out.note("pyproject.toml", "tool configuration only, no project table")
             return
         self.editable = True
+        if isinstance(build.get("build-backend"), str):
+            self.backend = (build["build-backend"], [str(p) for p in build.get("backend-path", [])])
         requires = build.get("requires", ["setuptools>=40.8.0", "wheel"])
         for item in requires:
             self._add(self.build_requires, item)
@@ -338,6 +378,10 @@ class _PythonPlan:
             self.requirement_files.append(rel)
             self._add(self.out.dependency_files, rel)
             self.out.note(file, f"requirements file {rel}")
+            parsed = read_requirement_file(self.root, rel)
+            if parsed.changes:  # pip would stop at a line: the file's lines go to pip one by one
+                self.expanded[rel] = parsed
+                self.changes += parsed.changes
 
     def _requirements(self) -> None:
         """When no tox, nox or CI file names requirement files: the ones whose names say tests (else
@@ -365,24 +409,47 @@ class _PythonPlan:
             if versions:
                 self.listed["tox.ini"] = versions
                 self.out.note("tox.ini", f"envlist names python {', '.join(versions)}")
-        if cfg.has_option("testenv", "deps"):
-            for line in _lines(cfg.get("testenv", "deps")):
-                if re.match(r"^[\w,{}\-]+:\s", line):
-                    continue  # factor-conditional: belongs to one env only
-                line = _tox_substituted(line)
-                if line.startswith("-r"):
-                    self._requirement_file(line[2:].strip(), "tox.ini")
-                elif line and not line.startswith("-"):
-                    self._add(self.packages, line)
-            self.out.note("tox.ini", "testenv deps")
+        self.tox = {section: dict(cfg[section]) for section in cfg.sections()}
         if cfg.has_option("testenv", "commands"):
             self.out.note("tox.ini", f"testenv commands: {'; '.join(_lines(cfg.get('testenv', 'commands')))}")
             where = _tox_substituted(cfg.get("testenv", "changedir", fallback="")).removeprefix("./").rstrip("/")
             for line in _lines(cfg.get("testenv", "commands")):
                 self.test_commands.append(("tox.ini", where, _tox_substituted(line.replace("{envpython}", "python"))))
-        if cfg.has_option("testenv", "extras"):
-            for extra in re.split(r"[,\s]+", cfg.get("testenv", "extras").strip()):
-                self._add(self.extras, extra)
+
+    def _tox_deps(self) -> None:
+        """tox's deps and extras as the envlist's environment for the chosen interpreter has them:
+        factor conditions evaluated, references to other settings followed."""
+        if not self.tox:
+            return
+        env, factors = tox_env_for(self.tox.get("tox", {}).get("envlist", ""), self.out.runtime_version)
+        deps = tox_lines(self.tox, "testenv", "deps", factors)
+        for line in deps:
+            line = _tox_substituted(line)
+            if match := re.match(r"^(?:-r|--requirement)\s*(\S+)$", line):
+                self._requirement_file(match.group(1), "tox.ini")
+            elif line and not line.startswith("-"):
+                self._take(line, "tox.ini")
+        extras = [e for line in tox_lines(self.tox, "testenv", "extras", factors) for e in re.split(r"[,\s]+", line) if e]
+        for extra in extras:
+            self._add(self.extras, extra)
+        if deps or extras:
+            self.out.note("tox.ini", f"testenv deps and extras as environment {env} has them"
+                                     + (f": extras {', '.join(extras)}" if extras else ""))
+
+    def _conda(self) -> None:
+        """The optional test dependencies a conda environment file declares (the one for the
+        tests), for projects that list them nowhere else."""
+        files = conda_files(self.root)
+        if not files:
+            return
+        name = _requirement_name(read_toml(self.root / "pyproject.toml").get("project", {}).get("name", "") or "")
+        found = [r for r in conda_requirements(self.root, files[0], self.changes)
+                 if _requirement_name(r) not in (name, "pytest")]
+        self._add(self.out.dependency_files, files[0])
+        for item in found:
+            self._add(self.optional, item)
+        self.out.note(files[0], f"conda environment file: {len(found)} requirements, optional"
+                      + (f" (also found, left out: {', '.join(files[1:4])})" if files[1:] else ""))
 
     def _nox(self) -> None:
         path = self.root / "noxfile.py"
@@ -398,7 +465,7 @@ class _PythonPlan:
                     for extra in match.group(1).split(","):
                         self._add(self.extras, extra)
                 elif not arg.startswith("-") and arg != "." and (i == 0 or args[i - 1] != "-r"):
-                    self._add(self.packages, arg)
+                    self._take(arg, "noxfile.py")
         self.out.note("noxfile.py", "session.install calls")
 
     def _pipfile(self) -> None:
@@ -411,7 +478,7 @@ class _PythonPlan:
         for section in sections:
             for name, value in data.get(section, {}).items():
                 version = value if isinstance(value, str) else value.get("version", "*") if isinstance(value, dict) else "*"
-                self._add(self.packages, name if version == "*" else f"{name}{version}")
+                self._take(name if version == "*" else f"{name}{version}", "Pipfile")
         if python := data.get("requires", {}).get("python_version"):
             self.listed["Pipfile"] = [str(python)]
         self.out.note("Pipfile", f"{' and '.join(sections)}")
@@ -424,6 +491,10 @@ class _PythonPlan:
                 words = shlex.split(cmd.command)
             except ValueError:
                 continue
+            named: list[str] = []
+            installs = [i for i, w in enumerate(words) if w == "install" and i and re.fullmatch(r"pip3?", words[i - 1])]
+            ends = [i for i, w in enumerate(words) if w in ("&&", "||", ";", "|")] + [len(words)]
+            spans = [(start, next(e for e in ends if e > start)) for start in installs]
             for i, word in enumerate(words):
                 if word in ("-r", "--requirement") and i + 1 < len(words):
                     self._requirement_file(words[i + 1], cmd.file)
@@ -431,6 +502,16 @@ class _PythonPlan:
                     for extra in match.group(1).split(","):
                         self._add(self.extras, extra)
                     self.out.note(cmd.file, f"installs extras {match.group(1)}")
+                elif any(start < i < end for start, end in spans) and not word.startswith(("-", ".", "/", "$")) \
+                        and words[i - 1] not in _PIP_VALUED and "$" not in word and "{" not in word:
+                    named.append(word)
+            if named and not _OTHER_JOB.search(cmd.file.lower()):  # the test job's own tools, as CI has them
+                changes: list[Change] = []
+                for word in named:
+                    if (taken := requirement(word, cmd.file, changes)) and taken != PROJECT \
+                            and _requirement_name(taken) not in ("pip", "setuptools", "wheel"):
+                        self._add(self.optional, taken)
+                self.out.note(cmd.file, f"installs {', '.join(named)}: optional, each where it can be")
         self.test_commands += [(cmd.file, cmd.workdir, cmd.command) for cmd in self.ci.commands if cmd.kind == "test"]
         if versions := self.ci.versions.get("python"):
             self.listed["ci"] = versions
@@ -473,30 +554,54 @@ class _PythonPlan:
     def build(self, wanted: str = "") -> None:
         out = self.out
         self.choose_runtime(wanted)
+        self._tox_deps()
+        self._requirements()
+        self._conda()
         when = ["--uploaded-prior-to", out.resolution_date] if out.resolution_date else []
-        for requirement in self.undated:  # once installed, the dated install finds it satisfied
-            out.install_commands.append(shlex.join(["pip", "install", requirement]))
-            out.note("(install)", f"{requirement}: no release before {out.resolution_date} on the index (deleted and "
+        for undated in self.undated:  # once installed, the dated install finds it satisfied
+            out.install_commands.append(shlex.join(["pip", "install", undated]))
+            out.note("(install)", f"{undated}: no release before {out.resolution_date} on the index (deleted and "
                                   "uploaded again later?): installed first, undated")
         if self.build_requires and self.editable:
             out.install_commands.append(shlex.join(["pip", "install", *when, *self.build_requires]))
+        if self.backend[0] and self.editable:
+            out.install_commands.append(editable_needs(*self.backend, out.resolution_date))
+            out.note("pyproject.toml", f"build backend {self.backend[0]}: what it asks for to build editable is installed")
         packages = list(self.packages)
         if self.loose_pins:
             for rel in self.requirement_files:
                 for item in _unpinned(self.root / rel):
                     self._add(packages, item)
                 out.note(rel, "its packages without their pins, resolved as of the date")
+        demoted = [p for p in packages if _requirement_name(p) in self.demoted]
+        packages = [p for p in packages if p not in demoted]
+        for item in demoted:
+            self._add(self.optional, item)
+            out.note("(install)", f"{item}: in conflict with the project itself, installed where it can be")
         if not any(_requirement_name(p) == "pytest" for p in packages):
             packages.append("pytest")
         args = ["pip", "install", *when, *packages]
         for rel in [] if self.loose_pins else self.requirement_files:
-            args += ["-r", rel]
+            if rel in self.expanded:
+                args += [r for r in self.expanded[rel].requirements
+                         if r not in args and _requirement_name(r) not in self.demoted]
+                args += [w for c in self.expanded[rel].constraints for w in ("-c", c)]
+                self.install_project = self.install_project or self.expanded[rel].project
+            else:
+                args += ["-r", rel]
         out.requirement_files = list(self.requirement_files)
         for group in self.groups:
             args += ["--group", group]
         if self.install_project:
             args.append(f".[{','.join(self.extras)}]" if self.extras else ".")
         out.install_commands.append(shlex.join(args))
+        optional = [r for r in self.optional if _requirement_name(r) not in {_requirement_name(p) for p in packages}]
+        if optional:
+            out.install_commands.append(tolerant_install(optional, out.resolution_date))
+            out.note("(install)", f"optional test requirements, each installed where it can be: {', '.join(optional)}")
+        for change in self.changes:
+            out.note("(requirements)", change.describe())
+        out.requirement_changes = [change.describe() for change in self.changes]
         if self.editable:
             out.rebuild_commands.append("pip install --no-deps --no-build-isolation -e .")
         out.test_command, out.log_parser = self._runner() or ("python -m pytest -rA -v -p no:cacheprovider", "pytest")
@@ -524,6 +629,84 @@ class _PythonPlan:
                 self.out.note(file, f"tests run by the project's own runner {path} (unittest output): {command}")
                 return f"python {path}{verbose}", "unittest"
         return None
+
+
+_ASK_BACKEND = """import importlib, sys
+out, spec, paths = sys.argv[1], sys.argv[2], sys.argv[3:]
+sys.path[:0] = paths
+sys.stdout = sys.stderr  # what the backend prints (setuptools' `running egg_info`) is not an answer
+module, _, attr = spec.partition(":")
+backend = importlib.import_module(module)
+for part in filter(None, attr.split(".")):
+    backend = getattr(backend, part)
+hook = getattr(backend, "get_requires_for_build_editable", None)
+with open(out, "w") as handle:
+    handle.write("\\n".join(hook() if hook else []))"""
+
+
+def editable_needs(backend: str, backend_path: list[str], when: str) -> str:
+    """A dependency layer step installing what the build backend asks for to build the project
+    editable (PEP 660's hook: `editables` for hatchling of 2022), which an install without build
+    isolation does not fetch; a backend that cannot be asked is said, and the step goes on."""
+    dated = f" --uploaded-prior-to {when}" if when else ""
+    needs = "/tmp/swedojo-editable-needs.txt"
+    ask = shlex.join(["python", "-c", _ASK_BACKEND, needs, backend, *backend_path])
+    return (f"if {ask}; then [ ! -s {needs} ] || pip install{dated} -r {needs}; "
+            f"else echo 'swedojo: the build backend {backend} could not say what an editable build needs'; fi")
+
+
+# --- what a failed or skipping attempt says -------------------------------------------------------
+
+_OLDER = re.compile(
+    r"No module named '(?:distutils|imp|asynchat|asyncore|smtpd|cgi|cgitb|crypt|telnetlib|nntplib|pipes|audioop|"
+    r"lib2to3|msilib|nis|ossaudiodev|spwd|sunau|uu|xdrlib|chunk|mailcap|sndhdr|imghdr)'"
+    r"|module 'collections' has no attribute|cannot import name '\w+' from 'collections'"
+    r"|module '(?:inspect|asyncio|unittest|configparser|ast|pkgutil|gettext|locale|ssl|random)' has no attribute"
+    r"|cannot import name '\w+' from '(?:inspect|asyncio|ast|unittest|distutils)[.\w]*'"
+    r"|requires a different Python: [\d.]+ not in '[^']*<")
+"""What code older than the interpreter says: a module or name the standard library has since dropped,
+or a package whose Requires-Python caps the version."""
+_NEWER = re.compile(
+    r"cannot import name '\w+' from '(?:types|typing|enum|itertools|functools|dataclasses|contextlib|tomllib)'"
+    r"|No module named '(?:tomllib|zoneinfo|graphlib|annotationlib)'"
+    r"|unsupported operand type\(s\) for \|: 'type'|requires a different Python: [\d.]+ not in '>")
+"""What code newer than the interpreter says: a standard library name not there yet, `X | Y` types,
+or a Requires-Python floor."""
+
+
+def interpreter_direction(said: str) -> int:
+    """-1 when a failed attempt's log says the code wants an older interpreter, 1 a newer one,
+    0 when it does not say (the last such line counts: it is nearest the failure)."""
+    found = [(m.start(), -1) for m in _OLDER.finditer(said)] + [(m.start(), 1) for m in _NEWER.finditer(said)]
+    return max(found)[1] if found else 0
+
+
+def distributions(modules: list[str], tried: tuple[str, ...], workdir: Path) -> list[str]:
+    """The distributions of top-level `modules` that the repository does not provide and no
+    earlier plan tried."""
+    found = []
+    for module in modules:
+        local = [workdir / module, workdir / f"{module}.py", workdir / "src" / module]
+        wanted = distribution_of(module)
+        if wanted and not any(path.exists() for path in local) and wanted not in tried and wanted not in found:
+            found.append(wanted)
+    return found
+
+
+_NO_MODULE = re.compile(r"(?:ModuleNotFoundError|ImportError): No module named '([\w.]+)'")
+
+
+def unimportable(said: str, tried: tuple[str, ...], workdir: Path) -> list[str]:
+    """The distributions of the modules a failed attempt's log says could not be imported (a
+    conftest's, a test module's) that the repository does not provide: test dependencies the
+    rules did not find declared."""
+    modules = [m.split(".")[0] for m in dict.fromkeys(_NO_MODULE.findall(said))]
+    return distributions([m for m in dict.fromkeys(modules) if named_module(f"No module named '{m}'")], tried,
+                         workdir)[:MAX_MISSING]
+
+
+MAX_MISSING = 8
+"""Modules an attempt's import errors add at most, at once."""
 
 
 def strong_pyproject(root: Path) -> bool:
@@ -632,7 +815,7 @@ class PythonRecipe(LanguageRecipe):
             build_system = "pipfile" if (root / "Pipfile").is_file() else "tox" if (root / "tox.ini").is_file() \
                 else "requirements"
         out = RepoAnalysis(language="python", build_system=build_system, resolution_date=instant(when))
-        plan = _PythonPlan(root, ci, when, out, planning.requirement_files, planning.undated, planning.loose_pins)
+        plan = _PythonPlan(root, ci, when, out, planning)
         plan.read()
         plan.build(planning.runtime)
         return out
@@ -646,12 +829,17 @@ class PythonRecipe(LanguageRecipe):
     def retry(self, plan: PythonPlanning, analysis: RepoAnalysis, said: str) -> PythonPlanning | None:
         """The same runtime planned again after a failed attempt, from what its part of the build log
         (`said`) says: with the requirements the index had no dated release of installed undated, else
-        with the requirement files' pins loosened, else without the requirement files (their pins may
-        install a test runner too old for the interpreter, or name packages that no longer exist);
-        None when none is left to try."""
+        with the requirements pip found in conflict with the project itself (a linter pinned to an
+        older release of the project, in the same tox environment) installed where they can be, after
+        the rest, else with the requirement files' pins loosened, else without the requirement files
+        (their pins may install a test runner too old for the interpreter, or name packages that no
+        longer exist); None when none is left to try."""
         missing = [r for r in dict.fromkeys(_NO_DISTRIBUTION.findall(said)) if r not in plan.undated]
         if missing and len(plan.undated) < 5:
             return plan.model_copy(update={"undated": (*plan.undated, *missing)})
+        conflicting = [name for name in _conflicting(said) if name not in plan.demoted]
+        if conflicting:
+            return plan.model_copy(update={"demoted": (*plan.demoted, *conflicting)})
         if plan.requirement_files and analysis.requirement_files and not plan.loose_pins:
             return plan.model_copy(update={"loose_pins": True})
         if plan.requirement_files and analysis.requirement_files:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from swedojo.tools.formats.base import FormatError, ParseResult, ToolCallFormat
 from swedojo.tools.formats.glm import GlmFormat
+from swedojo.tools.formats.native import NativeFormat
 from swedojo.tools.formats.openai import OpenAIFormat
 from swedojo.tools.formats.react import ReactFormat
 
-FORMATS: dict[str, ToolCallFormat] = {f.name: f for f in (GlmFormat(), OpenAIFormat(), ReactFormat())}
+FORMATS: dict[str, ToolCallFormat] = {f.name: f for f in (GlmFormat(), OpenAIFormat(), ReactFormat(), NativeFormat())}
 
 
 class UnknownFormatError(KeyError):
@@ -25,6 +26,7 @@ __all__ = [
     "FORMATS",
     "FormatError",
     "GlmFormat",
+    "NativeFormat",
     "OpenAIFormat",
     "ParseResult",
     "ReactFormat",

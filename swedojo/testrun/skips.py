@@ -1,0 +1,211 @@
+"""Tests a pytest run skipped, or could not collect, because a module is missing.
+
+A project's optional test dependencies (declared in a conda file, a CI step, or nowhere) decide
+whether whole files run: `pytest.importorskip("dask")`, `skipif(not has_dask, reason="requires
+dask")`, an import error at collection. Such a skip says the environment lacks something, never
+that the code is wrong: the launch installs what it names, and grading does not score a listed
+test the environment cannot run.
+
+pytest names the reason in two places: the `-v` line of a skipped test (`path::test SKIPPED
+(reason)`, cut to the terminal's width) and `-rA`'s summary (`SKIPPED [n] path:line: reason`,
+whole, naming the file only; the one place a file skipped as a whole is named at all).
+Whether the module named is really missing is the sandbox's to say (`absent_modules`): a reason
+may name one the environment has ("requires numpy" for a version) or the repository's own.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterable
+
+from pydantic import BaseModel
+
+from swedojo.sandboxes.base import Sandbox
+from swedojo.testrun.diagnose import provided_modules
+
+_VERBOSE_SKIP = re.compile(r"^(\S+::\S.*?) SKIPPED \((.*?)\)(?:\s+\[\s*\d+%\])?\s*$", re.MULTILINE)
+_VERBOSE_BARE_SKIP = re.compile(r"^(\S+::\S.*?) SKIPPED(?:\s+\[\s*\d+%\])?\s*$", re.MULTILINE)
+"""A `-v` line without its reason: pytest leaves it out where not even `(...)` fits the terminal."""
+_SECTION = re.compile(r"^(?:_{3,} .+ _{3,}|={3,} .+ ={3,})$", re.MULTILINE)
+"""Any header of pytest's report: where one collection error's section ends."""
+_CUT = "..."
+"""How pytest ends a `-v` reason cut to the terminal's width."""
+_SUMMARY_SKIP = re.compile(r"^SKIPPED \[\d+\] ([^:\s]+):\d+: (.+)$", re.MULTILINE)
+_COLLECTION_ERROR = re.compile(r"^_+ ERROR collecting (\S+) _+$", re.MULTILINE)
+_NAMED = [
+    re.compile(r"No module named '([\w.]+)'"),
+    re.compile(r"could not import '([\w.]+)'"),
+    re.compile(r"\b(?:requires?|needs?)\s+(?:the\s+)?(?:optional\s+)?(?:module|package|library)?\s*[`'\"]?"
+               r"([A-Za-z_][\w.]*)[`'\"]?\s*(?:to be installed|installed)?\s*$", re.IGNORECASE),
+    re.compile(r"^[`'\"]?([A-Za-z_][\w.]*)[`'\"]? (?:is |are )?not (?:installed|available|importable|found)\b",
+               re.IGNORECASE),
+]
+"""How a reason names a module: Python's own message, `importorskip`'s, and the phrasings projects
+give their `skipif` marks ("requires dask", "needs scipy", "h5py not installed")."""
+NOT_MODULES = frozenset({
+    "network", "internet", "python", "python3", "pypy", "cpython", "root", "admin", "sudo", "linux", "windows",
+    "macos", "darwin", "posix", "unix", "gpu", "cuda", "display", "x11", "docker", "git", "it", "this", "that",
+    "the", "a", "an", "ipv6", "tty", "terminal", "locale", "utf8", "fork", "threads", "threading", "mpi", "slow",
+    "online", "connection", "credentials", "authentication", "token", "login", "fix", "investigation", "update",
+})
+"""Words a "requires X" reason names that are conditions, not modules."""
+
+
+class ModuleSkip(BaseModel):
+    """A listed test the run could not run for want of a module."""
+
+    module: str
+    """The importable name the reason gives (`dask`, `netCDF4`)."""
+    reason: str
+    """The runner's words."""
+
+
+_SECTIONS = re.compile(r"^={3,} (ERRORS|FAILURES|warnings summary|PASSES|short test summary info) ={3,}$", re.MULTILINE)
+
+
+def _outer(log: str) -> str:
+    """The parts of a pytest log that speak of the session itself: its progress lines, its ERRORS
+    section and its closing summary. A suite that runs pytest inside its tests (pytester) prints the
+    inner sessions' skips and import errors within its failure and pass reports, which sit between."""
+    sections = list(_SECTIONS.finditer(log))
+    if not sections:
+        return log
+    parts = [log[:sections[0].start()]]
+    errors = next((i for i, m in enumerate(sections) if m.group(1) == "ERRORS"), None)
+    if errors is not None:
+        parts.append(log[sections[errors].start():sections[errors + 1].start() if errors + 1 < len(sections) else len(log)])
+    summary = [m for m in sections if m.group(1) == "short test summary info"]
+    if summary:
+        parts.append(log[summary[-1].start():])
+    return "\n".join(parts)
+
+
+def named_module(reason: str) -> str:
+    """The top-level module a skip or error reason says is missing; empty when it names none."""
+    for pattern in _NAMED:
+        if match := pattern.search(reason.strip()):
+            top = match.group(1).split(".")[0]
+            if top.lower() not in NOT_MODULES and top[0].isalpha() and len(top) > 1:
+                return top
+    return ""
+
+
+def _summaries(log: str) -> list[tuple[str, str, str]]:
+    """(test file, module, reason) of each skip summary line naming a module."""
+    return [(m.group(1), module, m.group(2).strip()) for m in _SUMMARY_SKIP.finditer(log)
+            if (module := named_module(m.group(2)))]
+
+
+def _file_reasons(log: str) -> list[tuple[str, str, str]]:
+    """(test file, module, reason) of each skip summary line and collection error naming a module."""
+    found = _summaries(log)
+    for header in _COLLECTION_ERROR.finditer(log):
+        following = _SECTION.search(log, header.end())  # the next failure's traceback is not this file's
+        said = re.search(r"No module named '([\w.]+)'", log[header.end():following.start() if following else len(log)])
+        if said and (module := named_module(said.group(0))):
+            found.append((header.group(1), module, said.group(0)))
+    return found
+
+
+def _files(log: str) -> dict[str, ModuleSkip]:
+    """Test file -> the module its skip summaries or collection error name (one module per file: a
+    file whose lines name two is left out, it may run in part; so is one whose tests were also
+    skipped for a reason naming no module, "requires network": which skip was whose is unknown)."""
+    found: dict[str, dict[str, str]] = {}
+    for file, module, reason in _file_reasons(log):
+        found.setdefault(file, {}).setdefault(module, reason)
+    conditions = {m.group(1) for m in _SUMMARY_SKIP.finditer(log) if not named_module(m.group(2))}
+    return {file: ModuleSkip(module=module, reason=reason)
+            for file, named in found.items() if len(named) == 1 and file not in conditions
+            for module, reason in named.items()}
+
+
+def _whole(log: str, file: str, cut: str) -> ModuleSkip | None:
+    """The skip its file's summary lines give in full for a `-v` reason cut to `cut` + "...": the
+    module they name when all lines that begin so name one and the same (none naming no module)."""
+    begun = {named_module(m.group(2)): m.group(2).strip() for m in _SUMMARY_SKIP.finditer(log)
+             if m.group(1) == file and m.group(2).strip().startswith(cut)}
+    if len(begun) != 1 or "" in begun:
+        return None
+    module, reason = next(iter(begun.items()))
+    return ModuleSkip(module=module, reason=reason)
+
+
+def module_skips(log: str, tests: Iterable[str], ran: Iterable[str]) -> dict[str, ModuleSkip]:
+    """Of `tests` (pytest node ids), those the log shows skipped, or absent from a file skipped or
+    uncollectable as a whole, for want of a module -> which and why. `ran`: the ids the log has.
+
+    A `-v` reason cut to the terminal's width is read whole from its file's summary lines (a cut
+    one may end inside the module's name); a skipped test whose `-v` line has no reason, like one
+    absent from a log without `-v`, takes its file's one module, when its file's lines name one."""
+    log = _outer(log)
+    verbose = {m.group(1).strip(): m.group(2) for m in _VERBOSE_SKIP.finditer(log)}
+    bare = {m.group(1).strip() for m in _VERBOSE_BARE_SKIP.finditer(log)}
+    files = _files(log)
+    present = set(ran)
+    found: dict[str, ModuleSkip] = {}
+    for test in tests:
+        file = test.split("::")[0]
+        if test in verbose:
+            reason = verbose[test]
+            if reason.endswith(_CUT):
+                if whole := _whole(log, file, reason.removesuffix(_CUT)):
+                    found[test] = whole
+            elif module := named_module(reason):
+                found[test] = ModuleSkip(module=module, reason=reason)
+        elif (test not in present or test in bare) and file in files:
+            found[test] = files[file]
+    return found
+
+
+def skipped_modules(log: str) -> dict[str, str]:
+    """Every module the log's skips and collection errors say is missing -> one reason naming it."""
+    log = _outer(log)
+    found: dict[str, str] = {}
+    for match in _VERBOSE_SKIP.finditer(log):
+        if match.group(2).endswith(_CUT):
+            continue  # cut to the terminal's width, maybe inside the name: the summary has it whole
+        if (module := named_module(match.group(2))) and module not in found:
+            found[module] = match.group(2)
+    for _, module, reason in _file_reasons(log):
+        found.setdefault(module, reason)
+    return found
+
+
+_FIND_SPEC = """
+import importlib.util, sys
+for name in sys.argv[1:]:
+    try:
+        found = importlib.util.find_spec(name) is not None
+    except Exception:
+        found = False
+    print("swedojo-find-spec", name, int(found))
+"""
+"""Whether each top-level name can be imported, found as the import system would, nothing run."""
+_FOUND = re.compile(r"^swedojo-find-spec (\S+) ([01])\s*$", re.MULTILINE)
+
+
+def command_python(test_command: str) -> str:
+    """The interpreter of a test command (its first word where that is a python), else `python3`."""
+    try:
+        words = shlex.split(test_command)
+    except ValueError:  # unbalanced quotes: no first word to trust
+        words = []
+    return words[0] if words and re.fullmatch(r"(\S*/)?python[\d.]*", words[0]) else "python3"
+
+
+def absent_modules(sandbox: Sandbox, python: str, modules: Iterable[str], provided: Iterable[str] = ()) -> set[str]:
+    """Of `modules` (top-level names), those the environment lacks: neither the work tree nor the
+    paths `provided` (files patches add) provide them, and `python`, asked in the work tree,
+    cannot find them (`importlib.util.find_spec`). Empty when it cannot be asked: a skip is then
+    not put down to the environment."""
+    names = sorted(set(modules))
+    if not names:
+        return set()
+    names = sorted(set(names) - provided_modules(sandbox, provided))
+    if not names:
+        return set()
+    asked = sandbox.exec(f"(cd {shlex.quote(sandbox.workdir)} && {shlex.join([python, '-c', _FIND_SPEC, *names])})")
+    said = dict(_FOUND.findall(asked.output))
+    return {name for name in names if said.get(name) == "0"}

@@ -1,0 +1,274 @@
+"""Requirement sources read, not pasted: tox factors, VCS lines, conda files, and skips as evidence.
+
+Each class here broke a launch of a real repository outside the development loop; each is a small
+repository made in the test."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from pathlib import Path
+
+from launch_helpers import write_tree
+
+from swedojo.repolaunch.analysis import PythonPlanning
+from swedojo.repolaunch.detect import analyse
+from swedojo.repolaunch.launch import launch
+from swedojo.repolaunch.recipes.pyreqs import (
+    Change,
+    read_requirement_file,
+    requirement,
+    tox_env_for,
+)
+from swedojo.schema import TestStatus
+
+WHEN = datetime(2024, 6, 1, tzinfo=UTC)
+P = TestStatus.PASSED
+TOX = """[tox]
+envlist = py{39,310,311,312,313}-{test,alldeps}, docs
+[testenv]
+deps =
+    pytest
+    !pypy: -r requirements_test.txt
+    py27: mock==1.0
+    docs: sphinx
+    {py39,py310}-alldeps: legacy-only
+extras =
+    test
+    alldeps: all
+commands = pytest {posargs}
+"""
+TOX_PROJECT = {
+    "setup.py": "from setuptools import setup\nsetup(name='p', version='1', py_modules=['p'],\n"
+                "      extras_require={'test': ['iniconfig'], 'all': ['nothing-by-this-name-exists-here']})\n",
+    "p.py": "def double(x):\n    return 2 * x\n",
+    "requirements_test.txt": "six  # the tests import it\n",
+    "tox.ini": TOX,
+    "test_p.py": "import iniconfig\nimport six\n\nfrom p import double\n\n\ndef test_double():\n    assert double(2) == 4\n\n\n"
+                 "def test_deps():\n    assert six.PY3 and iniconfig.IniConfig\n",
+}
+
+
+def test_tox_settings_are_evaluated_for_the_environment_of_the_chosen_interpreter(tmp_path: Path) -> None:
+    """`!pypy: -r requirements_test.txt` is a requirement file of every CPython environment, `py27:`
+    and `docs:` lines belong to other environments, and a factor-conditional extra is not an extra
+    named `alldeps:`."""
+    write_tree(tmp_path, TOX_PROJECT)
+    analysis = analyse(tmp_path, WHEN, PythonPlanning(runtime="3.11"))
+    install = analysis.install_commands[-1]
+    assert "-r requirements_test.txt" in install and install.endswith("'.[test]'"), install
+    assert not any(word in install for word in ("mock", "sphinx", "legacy-only", "alldeps", "pypy", "all]"))
+    assert tox_env_for("py{39,310,311,312,313}-{test,alldeps}, docs", "3.11")[0] == "py311-test"
+    older = analyse(tmp_path, WHEN, PythonPlanning(runtime="3.9")).install_commands[-1]
+    assert "legacy-only" not in older  # py39-test is the environment, not py39-alldeps
+
+
+def test_requirement_lines_pip_would_stop_at_are_rewritten_or_dropped_and_said(tmp_path: Path) -> None:
+    """A VCS requirement with an inline comment becomes the distribution from the index; a line pip
+    cannot parse is dropped; an included file is followed; each change is in the analysis."""
+    write_tree(tmp_path, {
+        "pyproject.toml": "[build-system]\nrequires = ['setuptools']\n[project]\nname = 'p'\nversion = '1'\n",
+        "requirements-test.txt": "-r requirements-base.txt\n-r gone.txt\n"
+                                 "git+https://github.com/example/attrs-fork.git@v1#egg=attrs # refs: upstream PR\n"
+                                 "six>=1.0 \\\n    ; python_version >= '3'\n"
+                                 "this is not ( a requirement\n--index-url https://example.invalid/simple\n",
+        "requirements-base.txt": "iniconfig\n",
+    })
+    analysis = analyse(tmp_path, WHEN)
+    install = analysis.install_commands[-1]
+    assert "attrs" in install and "git+" not in install and "iniconfig" in install, install
+    assert "requirements-test.txt" not in install and "not ( a" not in install and "example.invalid" not in install
+    assert any("-> `attrs`" in change and "the same distribution from the index" in change
+               for change in analysis.requirement_changes), analysis.requirement_changes
+    assert any("this is not ( a requirement` dropped (not a valid requirement)" in c for c in analysis.requirement_changes)
+    assert any(e.file == "(requirements)" for e in analysis.evidence)  # into the build log
+    assert "requirements-test.txt:2: `-r gone.txt` dropped (a file that does not exist here)" in analysis.requirement_changes
+    clean = read_requirement_file(tmp_path, "requirements-base.txt")
+    assert clean == (["iniconfig"], [], False, [])  # nothing to change: pip reads it as it is
+    changes: list[Change] = []
+    assert requirement("pkg[x] @ git+https://github.com/o/pkg@main ; python_version<'4'", "f", changes) \
+        == "pkg[x]; python_version<'4'"
+
+
+def test_a_conda_environment_file_brings_the_optional_test_dependencies(tmp_path: Path) -> None:
+    """Declared only in `ci/requirements/environment.yml` (conda names, a pip section, packages
+    that are no distribution): installed by a step that never fails the layer; files for other
+    jobs are left out."""
+    write_tree(tmp_path, {
+        "pyproject.toml": "[build-system]\nrequires = ['setuptools']\n[project]\nname = 'p'\nversion = '1'\n",
+        "ci/requirements/environment.yml": "name: test\nchannels: [conda-forge]\ndependencies:\n  - python=3.11\n"
+                                           "  - pip\n  - libnetcdf\n  - msgpack-python>=1.0\n  - conda-forge::six=1.16\n  - pytorch\n"
+                                           "  - pip:\n    - iniconfig\n",
+        "ci/requirements/doc.yml": "dependencies:\n  - sphinx\n",
+        "ci/requirements/bare-minimum.yml": "dependencies:\n  - python=3.9\n",
+    })
+    analysis = analyse(tmp_path, WHEN)
+    optional = analysis.install_commands[-1]
+    assert "-c /tmp/swedojo-installed.txt msgpack six iniconfig ||" in optional, optional  # exactly these
+    assert "not installed" in optional and not any(word in optional for word in ("libnetcdf", "python", "sphinx"))
+    assert "ci/requirements/environment.yml" in analysis.dependency_files
+    assert any("`pytorch` dropped (gigabytes from PyPI" in change for change in analysis.requirement_changes)
+
+
+def test_launch_installs_what_only_a_conda_file_declares_and_tox_factors_name(make_repo, tmp_path: Path,
+                                                                              env_cache: Path) -> None:
+    """Both launch with every test passing at base: none skipped for want of a module."""
+    conda = make_repo("conda", {
+        "pyproject.toml": "[build-system]\nrequires = ['setuptools>=61']\nbuild-backend = 'setuptools.build_meta'\n"
+                          "[project]\nname = 'q'\nversion = '1'\n[tool.setuptools]\npy-modules = ['q']\n",
+        "q.py": "def half(x):\n    return x / 2\n",
+        "environment.yml": "dependencies:\n  - python\n  - six\n",
+        "tests/test_q.py": "import pytest\n\nfrom q import half\n\nsix = pytest.importorskip('six')\n\n\n"
+                           "def test_half():\n    assert half(4) == 2\n\n\ndef test_six():\n    assert six.PY3\n",
+    })
+    spec = launch(str(conda), tmp_path / "conda", cache_dir=env_cache / "envs")
+    assert spec.test_status == {"tests/test_q.py::test_half": P, "tests/test_q.py::test_six": P}
+    assert spec.skipped_for_modules == {}
+    tox = make_repo("tox", TOX_PROJECT)
+    spec = launch(str(tox), tmp_path / "tox", cache_dir=env_cache / "envs")
+    assert spec.test_status == {"test_p.py::test_double": P, "test_p.py::test_deps": P}
+
+
+def test_a_module_the_tests_skip_for_is_installed_and_the_suite_validated_again(make_repo, tmp_path: Path,
+                                                                                env_cache: Path) -> None:
+    """Declared nowhere: the baseline's skips name `dateutil` (its distribution python-dateutil)
+    and `not_a_module_anywhere`; the launch installs what the index has and validates again, and
+    says what stays missing."""
+    repo = make_repo("skips", {
+        "pyproject.toml": "[build-system]\nrequires = ['setuptools>=61']\nbuild-backend = 'setuptools.build_meta'\n"
+                          "[project]\nname = 'r'\nversion = '1'\n[tool.setuptools]\npy-modules = ['r']\n",
+        "r.py": "def one():\n    return 1\n",
+        "tests/test_r.py": "import pytest\n\nfrom r import one\n\n\ndef test_one():\n    assert one() == 1\n\n\n"
+                           "def test_dates():\n    parser = pytest.importorskip('dateutil.parser')\n"
+                           "    assert parser.parse('2024-01-02').day == 2\n",
+        "tests/test_other.py": "import pytest\n\npytest.importorskip('not_a_module_anywhere_zq')\n\n\n"
+                               "def test_never():\n    pass\n",
+    })
+    spec = launch(str(repo), tmp_path / "out", cache_dir=env_cache / "envs")
+    assert spec.test_status == {"tests/test_r.py::test_one": P, "tests/test_r.py::test_dates": P}
+    assert list(spec.skipped_for_modules) == ["not_a_module_anywhere_zq"]
+    assert any("python-dateutil" in command for command in spec.install_commands)
+    log = (tmp_path / "out" / "build.log").read_text()
+    assert "tests skipped for want of not_a_module_anywhere_zq, dateutil: installing not-a-module-anywhere-zq, "\
+           "python-dateutil and validating again" in log
+    assert "optional requirement not-a-module-anywhere-zq not installed" in log
+
+
+def test_an_editable_install_gets_what_its_build_backend_asks_for(make_repo, tmp_path: Path, env_cache: Path) -> None:
+    """hatchling asks for `editables` to build editable (its exact dev mode imports it); without
+    build isolation nothing fetched it and the launch failed with `ModuleNotFoundError` hidden in
+    the build log."""
+    repo = make_repo("hatch", {
+        "pyproject.toml": "[build-system]\nrequires = ['hatchling']\nbuild-backend = 'hatchling.build'\n"
+                          "[project]\nname = 'h'\nversion = '1'\n"
+                          "[tool.hatch.build.targets.wheel]\ndev-mode-exact = true\n",
+        "h/__init__.py": "def three():\n    return 3\n",
+        "tests/test_h.py": "from h import three\n\n\ndef test_three():\n    assert three() == 3\n",
+    })
+    spec = launch(str(repo), tmp_path / "out", cache_dir=env_cache / "envs")
+    assert spec.test_status == {"tests/test_h.py::test_three": P}
+    assert "editables" in spec.resolved_dependencies, spec.resolved_dependencies
+
+
+def test_the_console_line_names_the_exception_not_pips_trailer() -> None:
+    from swedojo.repolaunch.buildlog import cause
+
+    log = """$ pip install --no-deps --no-build-isolation -e .
+  error: subprocess-exited-with-error
+  × Preparing editable metadata (pyproject.toml) did not run successfully.
+  │ exit code: 1
+      AttributeError: module 'hatchling.build' has no attribute 'prepare_metadata_for_build_editable'
+      During handling of the above exception, another exception occurred:
+      ModuleNotFoundError: No module named 'editables'
+  note: This error originates from a subprocess, and is likely not a problem with pip.
+error: metadata-generation-failed
+"""
+    assert cause(log, most=1) == ["ModuleNotFoundError: No module named 'editables'"]
+
+
+def test_the_failure_signature_says_which_way_the_next_interpreter_lies() -> None:
+    """Code older than the interpreter names what the standard library dropped; newer code, what it
+    does not have yet. The next plans go that way, nearest first, past the three runtimes a launch
+    tries otherwise; a log that says neither leaves the order as it was."""
+    from swedojo.repolaunch.analysis import PythonPlanning as Plan
+    from swedojo.repolaunch.launch import _toward
+    from swedojo.repolaunch.recipes.python import interpreter_direction
+
+    assert interpreter_direction("E   ImportError: cannot import name 'Mapping' from 'collections' (/usr/lib/...)") == -1
+    assert interpreter_direction("ModuleNotFoundError: No module named 'distutils'") == -1
+    assert interpreter_direction("ImportError: cannot import name 'Union' from 'types' (/usr/lib/python3.11/types.py)") == 1
+    assert interpreter_direction("ERROR: Package 'p' requires a different Python: 3.9.2 not in '>=3.10'") == 1
+    assert interpreter_direction("AssertionError: assert 1 == 2") == 0
+    runtimes = ["3.13", "3.12", "3.11", "3.10", "3.9"]
+    older = _toward(-1, "3.12", runtimes, [Plan(runtime="3.11"), Plan(runtime="3.10")], {"3.13"})
+    assert [p.runtime for p in older] == ["3.11", "3.10", "3.9"]
+    newer = _toward(1, "3.10", runtimes, [Plan(runtime="3.9")], set())
+    assert [p.runtime for p in newer] == ["3.11", "3.12", "3.13", "3.9"]
+
+
+def test_what_the_test_job_installs_by_name_is_optional(tmp_path: Path) -> None:
+    """A project whose CI installs its test tools by name (`pip install pytest hypothesis`):
+    installed where they can be; the docs job's, options' values and pip itself are not."""
+    write_tree(tmp_path, {
+        "pyproject.toml": "[build-system]\nrequires = ['setuptools']\n[project]\nname = 'p'\nversion = '1'\n",
+        ".github/workflows/tests.yml": "jobs:\n  t:\n    steps:\n      - run: |\n"
+                                       "          python -m pip install -U pip setuptools && pip install hypothesis "
+                                       "'pytest-timeout>=2' -c constraints.txt\n          pytest\n",
+        ".github/workflows/docs.yml": "jobs:\n  d:\n    steps:\n      - run: pip install sphinx\n",
+    })
+    analysis = analyse(tmp_path, WHEN)
+    optional = analysis.install_commands[-1]
+    assert "-c /tmp/swedojo-installed.txt hypothesis 'pytest-timeout>=2' ||" in optional, optional
+    assert not any(word in optional for word in ("sphinx", "constraints.txt", "setuptools"))
+
+
+def test_a_module_the_conftest_cannot_import_is_installed_and_the_launch_tried_again(make_repo, tmp_path: Path,
+                                                                                      env_cache: Path) -> None:
+    """The conftest imports what no file of the project declares (a dependency group the rules did
+    not pick): no test is collected at all, and the import error names what to install."""
+    repo = make_repo("conftest-import", {
+        "pyproject.toml": "[build-system]\nrequires = ['setuptools>=61']\nbuild-backend = 'setuptools.build_meta'\n"
+                          "[project]\nname = 'c'\nversion = '1'\n[tool.setuptools]\npy-modules = ['c']\n",
+        "c.py": "def two():\n    return 2\n",
+        "tests/conftest.py": "import six  # noqa: F401\n",
+        "tests/test_c.py": "from c import two\n\n\ndef test_two():\n    assert two() == 2\n",
+    })
+    spec = launch(str(repo), tmp_path / "out", cache_dir=env_cache / "envs")
+    assert spec.test_status == {"tests/test_c.py::test_two": P}
+    assert len(spec.attempts) == 1 and "[test-discovery]" in spec.attempts[0], spec.attempts
+    assert "modules the repository does not provide are missing: trying again with six installed" in \
+        (tmp_path / "out" / "build.log").read_text()
+
+
+def test_a_requirement_in_conflict_with_the_project_itself_is_installed_after_the_rest(tmp_path: Path) -> None:
+    """A tox environment that also lints pins the linter, which pins an older release of the project
+    (pyflakes' `flake8==6.1.0`): pip refuses the whole install. The retry installs it where it can
+    be, after the project's own requirements; a conflict between two dependencies changes nothing."""
+    from swedojo.repolaunch.recipes.python import PythonRecipe
+
+    said = ("ERROR: Cannot install flake8==6.1.0 and pyflakes 3.4.0 (from /opt/swedojo/src) because these package "
+            "versions have conflicting dependencies.\nERROR: ResolutionImpossible: for help visit ...")
+    write_tree(tmp_path, {"setup.py": "from setuptools import setup\nsetup(name='pyflakes')\n",
+                          "tox.ini": "[testenv]\ndeps =\n    flake8==6.1.0\n    pytest\n"})
+    plan = PythonPlanning(runtime="3.11")
+    analysis = analyse(tmp_path, WHEN, plan)
+    retry = PythonRecipe().retry(plan, analysis, said)
+    assert retry is not None and retry.demoted == ("flake8",)
+    again = analyse(tmp_path, WHEN, retry).install_commands
+    assert "flake8" not in again[-2] and "-c /tmp/swedojo-installed.txt flake8==6.1.0 ||" in again[-1], again
+    between = said.replace("pyflakes 3.4.0 (from /opt/swedojo/src)", "pyflakes==3.4.0")
+    assert PythonRecipe().retry(plan, analysis, between) is None
+
+
+def test_a_suite_whose_settings_force_colour_is_read(make_repo, tmp_path: Path, env_cache: Path) -> None:
+    """`addopts = ["--color=yes"]` in the project's pytest settings: every line of the log carries
+    escape sequences, which the launch took for a run with no results at all."""
+    repo = make_repo("colour", {
+        "pyproject.toml": "[build-system]\nrequires = ['setuptools>=61']\nbuild-backend = 'setuptools.build_meta'\n"
+                          "[project]\nname = 'k'\nversion = '1'\n[tool.setuptools]\npy-modules = ['k']\n"
+                          "[tool.pytest.ini_options]\naddopts = ['--color=yes']\n",
+        "k.py": "def four():\n    return 4\n",
+        "test_k.py": "from k import four\n\n\ndef test_four():\n    assert four() == 4\n\n\ndef test_not_five():\n"
+                     "    assert four() != 5\n",
+    })
+    spec = launch(str(repo), tmp_path / "out", cache_dir=env_cache / "envs")
+    assert spec.test_status == {"test_k.py::test_four": P, "test_k.py::test_not_five": P}
