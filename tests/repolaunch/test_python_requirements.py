@@ -272,3 +272,16 @@ def test_a_suite_whose_settings_force_colour_is_read(make_repo, tmp_path: Path, 
     })
     spec = launch(str(repo), tmp_path / "out", cache_dir=env_cache / "envs")
     assert spec.test_status == {"test_k.py::test_four": P, "test_k.py::test_not_five": P}
+
+
+def test_a_nox_session_installing_a_dependency_group_asks_for_the_group_not_a_package(tmp_path: Path) -> None:
+    """`session.install("--group", "test")` named a package `test`, which no index has."""
+    write_tree(tmp_path, {
+        "pyproject.toml": "[build-system]\nrequires = ['setuptools']\n[project]\nname = 'p'\nversion = '1'\n"
+                          "[dependency-groups]\ntests = ['iniconfig']\n",
+        "noxfile.py": "import nox\n\n@nox.session\ndef tests(session):\n"
+                      "    session.install('--group', 'tests', '-c', 'constraints.txt', 'hypothesis')\n",
+    })
+    install = analyse(tmp_path, WHEN).install_commands[-1]
+    assert "--group tests" in install and "hypothesis" in install, install
+    assert "constraints.txt" not in install and " tests " not in install.replace("--group tests", "")

@@ -459,12 +459,16 @@ class _PythonPlan:
         for call in re.findall(r"session\.install\(([^)]*)\)", read_text(path)):
             args = re.findall(r"['\"]([^'\"]+)['\"]", call)
             for i, arg in enumerate(args):
-                if arg == "-r" and i + 1 < len(args):
+                before = args[i - 1] if i else ""
+                if arg in ("-r", "--requirement") and i + 1 < len(args):
                     self._requirement_file(args[i + 1], "noxfile.py")
-                elif match := re.fullmatch(r"\.\[([\w,]+)\]", arg):
+                elif before == "--group":
+                    self._add(self.groups, arg)
+                    self.out.note("noxfile.py", f"dependency group {arg}")
+                elif match := re.fullmatch(r"\.\[([\w,\-]+)\]", arg):
                     for extra in match.group(1).split(","):
                         self._add(self.extras, extra)
-                elif not arg.startswith("-") and arg != "." and (i == 0 or args[i - 1] != "-r"):
+                elif not arg.startswith("-") and arg != "." and before not in _PIP_VALUED | {"--group"}:
                     self._take(arg, "noxfile.py")
         self.out.note("noxfile.py", "session.install calls")
 
