@@ -285,3 +285,19 @@ def test_a_nox_session_installing_a_dependency_group_asks_for_the_group_not_a_pa
     install = analyse(tmp_path, WHEN).install_commands[-1]
     assert "--group tests" in install and "hypothesis" in install, install
     assert "constraints.txt" not in install and " tests " not in install.replace("--group tests", "")
+
+
+def test_a_requirement_that_brings_an_older_pip_does_not_take_over_the_install(make_repo, tmp_path: Path,
+                                                                               env_cache: Path) -> None:
+    """A test requirement pulls pip 23 into the venv: the steps after it (the layer's own pip, dated)
+    ran that pip, which has no `--uploaded-prior-to`, and every plan failed the same way."""
+    repo = make_repo("old-pip", {
+        "pyproject.toml": "[build-system]\nrequires = ['setuptools>=61']\nbuild-backend = 'setuptools.build_meta'\n"
+                          "[project]\nname = 'o'\nversion = '1'\n[tool.setuptools]\npy-modules = ['o']\n",
+        "requirements-test.txt": "pip==23.2.1\n",
+        "o.py": "def five():\n    return 5\n",
+        "test_o.py": "from o import five\n\n\ndef test_five():\n    assert five() == 5\n",
+    })
+    spec = launch(str(repo), tmp_path / "out", cache_dir=env_cache / "envs")
+    assert spec.test_status == {"test_o.py::test_five": P}
+    assert spec.attempts == [], spec.attempts

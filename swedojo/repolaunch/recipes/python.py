@@ -3,8 +3,9 @@
 The dependency layer holds `venv/` (the dependencies, not the project: its last step,
 `drop_project.py`, uninstalls the project and lists what is installed in `resolved.json`) and
 `shims/` (first on PATH). Installs run swedojo's own pip (which has `--uploaded-prior-to`) with
-`--python` aimed at the venv, until the layer's own pip, installed last, replaces it; a
-date-pinned install ignores pip's config files (local mirrors carry no upload times). The repo
+`--python` aimed at the venv (`build/pip`, even when a requirement brings an older pip into the
+venv); the layer's own pip, installed last, is the sandboxes'; a date-pinned install ignores pip's
+config files (local mirrors carry no upload times). The repo
 layer makes an overlay venv in `$HOME` that sees the layer through a `.pth` file and installs the
 project editable into it. The rules are read with the commit date: it bounds the interpreters (no
 Python 3.12 for a 2021 commit) and pins resolution to packages uploaded before it.
@@ -764,8 +765,9 @@ def find_interpreter(allowed: list[str]) -> Runtime | None:
 
 def python_shims(root: str, base_python: str, site: str, pip_driver: str) -> dict[str, str]:
     """Scripts by path relative to the layer root: `shims/{python,python3,pip,swedojo-overlay}`, and
-    `venv/bin/pip`, which drives the venv with `pip_driver` (a python holding a date-aware pip)
-    until the layer's own pip replaces it."""
+    `build/pip`, which drives the venv with `pip_driver` (a python holding a date-aware pip) in
+    every step of the layer's build: first on the build's PATH, where no pip a requirement brings
+    into the venv shadows it (`venv/bin/pip` would be overwritten)."""
     venv_python = shlex.quote(f"{root}/venv/bin/python")
     pick = f'target={venv_python}; [ -x {OVERLAY}/bin/python ] && target={OVERLAY}/bin/python'
     pth = f"import site; site.addsitedir({site!r})"
@@ -780,7 +782,7 @@ def python_shims(root: str, base_python: str, site: str, pip_driver: str) -> dic
         "shims/python3": f'{pick}\nexec "$target" "$@"',
         "shims/pip": f'{pick}\nexec "$target" -m pip "$@"',
         "shims/swedojo-overlay": overlay,
-        "venv/bin/pip": f'exec {shlex.quote(pip_driver)} -m pip --python {venv_python} "$@"',
+        "build/pip": f'exec {shlex.quote(pip_driver)} -m pip --python {venv_python} "$@"',
     }
 
 
@@ -861,7 +863,7 @@ class PythonRecipe(LanguageRecipe):
             else []
 
     def install_env(self, root: str, path: str) -> dict[str, str]:
-        return {"PATH": f"{root}/venv/bin:{path}", "VIRTUAL_ENV": f"{root}/venv"}
+        return {"PATH": f"{root}/build:{root}/venv/bin:{path}", "VIRTUAL_ENV": f"{root}/venv"}
 
     def layer_path(self, root: str) -> list[str]:
         return [f"{root}/shims", f"{root}/venv/bin"]
