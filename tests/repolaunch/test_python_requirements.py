@@ -22,6 +22,12 @@ from swedojo.repolaunch.recipes.pyreqs import (
 from swedojo.schema import TestStatus
 
 WHEN = datetime(2024, 6, 1, tzinfo=UTC)
+
+
+def module_project(name: str) -> str:
+    """pyproject.toml of a setuptools project of one module, `name.py`."""
+    return ("[build-system]\nrequires = ['setuptools>=61']\nbuild-backend = 'setuptools.build_meta'\n"
+            f"[project]\nname = '{name}'\nversion = '1'\n[tool.setuptools]\npy-modules = ['{name}']\n")
 P = TestStatus.PASSED
 TOX = """[tox]
 envlist = py{39,310,311,312,313}-{test,alldeps}, docs
@@ -113,8 +119,7 @@ def test_launch_installs_what_only_a_conda_file_declares_and_tox_factors_name(ma
                                                                               env_cache: Path) -> None:
     """Both launch with every test passing at base: none skipped for want of a module."""
     conda = make_repo("conda", {
-        "pyproject.toml": "[build-system]\nrequires = ['setuptools>=61']\nbuild-backend = 'setuptools.build_meta'\n"
-                          "[project]\nname = 'q'\nversion = '1'\n[tool.setuptools]\npy-modules = ['q']\n",
+        "pyproject.toml": module_project("q"),
         "q.py": "def half(x):\n    return x / 2\n",
         "environment.yml": "dependencies:\n  - python\n  - six\n",
         "tests/test_q.py": "import pytest\n\nfrom q import half\n\nsix = pytest.importorskip('six')\n\n\n"
@@ -134,8 +139,7 @@ def test_a_module_the_tests_skip_for_is_installed_and_the_suite_validated_again(
     and `not_a_module_anywhere`; the launch installs what the index has and validates again, and
     says what stays missing."""
     repo = make_repo("skips", {
-        "pyproject.toml": "[build-system]\nrequires = ['setuptools>=61']\nbuild-backend = 'setuptools.build_meta'\n"
-                          "[project]\nname = 'r'\nversion = '1'\n[tool.setuptools]\npy-modules = ['r']\n",
+        "pyproject.toml": module_project("r"),
         "r.py": "def one():\n    return 1\n",
         "tests/test_r.py": "import pytest\n\nfrom r import one\n\n\ndef test_one():\n    assert one() == 1\n\n\n"
                            "def test_dates():\n    parser = pytest.importorskip('dateutil.parser')\n"
@@ -226,8 +230,7 @@ def test_a_module_the_conftest_cannot_import_is_installed_and_the_launch_tried_a
     """The conftest imports what no file of the project declares (a dependency group the rules did
     not pick): no test is collected at all, and the import error names what to install."""
     repo = make_repo("conftest-import", {
-        "pyproject.toml": "[build-system]\nrequires = ['setuptools>=61']\nbuild-backend = 'setuptools.build_meta'\n"
-                          "[project]\nname = 'c'\nversion = '1'\n[tool.setuptools]\npy-modules = ['c']\n",
+        "pyproject.toml": module_project("c"),
         "c.py": "def two():\n    return 2\n",
         "tests/conftest.py": "import six  # noqa: F401\n",
         "tests/test_c.py": "from c import two\n\n\ndef test_two():\n    assert two() == 2\n",
@@ -263,9 +266,7 @@ def test_a_suite_whose_settings_force_colour_is_read(make_repo, tmp_path: Path, 
     """`addopts = ["--color=yes"]` in the project's pytest settings: every line of the log carries
     escape sequences, which the launch took for a run with no results at all."""
     repo = make_repo("colour", {
-        "pyproject.toml": "[build-system]\nrequires = ['setuptools>=61']\nbuild-backend = 'setuptools.build_meta'\n"
-                          "[project]\nname = 'k'\nversion = '1'\n[tool.setuptools]\npy-modules = ['k']\n"
-                          "[tool.pytest.ini_options]\naddopts = ['--color=yes']\n",
+        "pyproject.toml": module_project("k") + "[tool.pytest.ini_options]\naddopts = ['--color=yes']\n",
         "k.py": "def four():\n    return 4\n",
         "test_k.py": "from k import four\n\n\ndef test_four():\n    assert four() == 4\n\n\ndef test_not_five():\n"
                      "    assert four() != 5\n",
@@ -292,8 +293,7 @@ def test_a_requirement_that_brings_an_older_pip_does_not_take_over_the_install(m
     """A test requirement pulls pip 23 into the venv: the steps after it (the layer's own pip, dated)
     ran that pip, which has no `--uploaded-prior-to`, and every plan failed the same way."""
     repo = make_repo("old-pip", {
-        "pyproject.toml": "[build-system]\nrequires = ['setuptools>=61']\nbuild-backend = 'setuptools.build_meta'\n"
-                          "[project]\nname = 'o'\nversion = '1'\n[tool.setuptools]\npy-modules = ['o']\n",
+        "pyproject.toml": module_project("o"),
         "requirements-test.txt": "pip==23.2.1\n",
         "o.py": "def five():\n    return 5\n",
         "test_o.py": "from o import five\n\n\ndef test_five():\n    assert five() == 5\n",
