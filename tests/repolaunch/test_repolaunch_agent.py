@@ -21,13 +21,18 @@ from swedojo.schema import EnvSpec, ExitStatus, TestStatus, ToolCall, Trajectory
 from swedojo.tools.formats import get_format
 
 GLM = get_format("glm")
-NEEDS_SIX = {
+NEEDS_HELPERS = {
     **PROJECT,
-    "README.md": "# calc\n\nThe tests need six: `pip install six`.\n",
-    "tests/test_calc.py": "import six\n\nfrom calc import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n\n\n"
-                          "def test_six():\n    assert six.text_type is str\n",
+    "README.md": "# calc\n\nThe tests need the vendored helpers: `pip install ./vendor/helpers`.\n",
+    "vendor/helpers/pyproject.toml": "[build-system]\nrequires = ['setuptools>=61']\n"
+                                     "build-backend = 'setuptools.build_meta'\n[project]\nname = 'calc-helpers-zq'\n"
+                                     "version = '1.0'\n[tool.setuptools]\npy-modules = ['calc_helpers_zq']\n",
+    "vendor/helpers/calc_helpers_zq.py": "SEVEN = 7\n",
+    "tests/test_calc.py": "import calc_helpers_zq\n\nfrom calc import add\n\n\ndef test_add():\n    assert add(1, 2) == 3\n\n\n"
+                          "def test_helpers():\n    assert calc_helpers_zq.SEVEN == 7\n",
 }
-"""A project whose tests import a package named nowhere in its metadata, only in the README."""
+"""A project whose tests import a package named nowhere in its metadata and on no index, only in
+the README: a directory of its own (the rules install what an import error names from the index)."""
 
 
 def _turn(text: str, name: str, **arguments: object) -> dict[str, str]:
@@ -51,18 +56,20 @@ def cache(env_cache: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def test_the_agent_plan_launches_and_rebuilds_without_it(make_repo, tmp_path: Path, cache: Path) -> None:
-    """The rules install the project, but its tests fail to import `six`: validation fails. The
-    agent, in a sandbox on the layer the rules built, reads the README, tries the install, and
-    submits the rules' commands plus `pip install six`; the launch builds that from scratch."""
-    repo = make_repo("needs-six", NEEDS_SIX, DATE)
+    """The rules install the project, but its tests fail to import `calc_helpers_zq`, which no index
+    has: validation fails. The agent, in a sandbox on the layer the rules built, reads the README,
+    tries the install, and submits the rules' commands plus `pip install ./vendor/helpers`; the
+    launch builds that from scratch."""
+    repo = make_repo("needs-helpers", NEEDS_HELPERS, DATE)
     rules = analyse(repo, datetime.fromisoformat(DATE))
     model = _script(tmp_path / "agent.json", [
         _turn("Plan: 1. read the README 2. install what it names 3. run the tests 4. submit.", "bash",
               command="cat README.md"),
-        _turn("The README names six.", "bash",
-              command="swedojo-overlay && pip install -q six==1.16.0 && pip install -q --no-deps --no-build-isolation"
+        _turn("The README names the vendored helpers.", "bash",
+              command="swedojo-overlay && pip install -q ./vendor/helpers && pip install -q --no-deps --no-build-isolation"
                       " -e . && python -m pytest -q -p no:cacheprovider"),
-        _turn("The suite passes.", "submit_setup", install_commands=[*rules.install_commands, "pip install six==1.16.0"],
+        _turn("The suite passes.", "submit_setup",
+              install_commands=[*rules.install_commands, "pip install ./vendor/helpers"],
               rebuild_commands=rules.rebuild_commands, test_command=rules.test_command, log_parser="pytest"),
     ])
     out = tmp_path / "out"
@@ -71,17 +78,17 @@ def test_the_agent_plan_launches_and_rebuilds_without_it(make_repo, tmp_path: Pa
     assert "the plan is the setup agent's" in output
     spec = EnvSpec.model_validate_json((out / "envspec.json").read_text())
     assert spec.test_status == {"tests/test_calc.py::test_add": TestStatus.PASSED,
-                                "tests/test_calc.py::test_six": TestStatus.PASSED}
-    assert spec.install_commands == [*rules.install_commands, "pip install six==1.16.0", "pip install pip"]
+                                "tests/test_calc.py::test_helpers": TestStatus.PASSED}
+    assert spec.install_commands == [*rules.install_commands, "pip install ./vendor/helpers", "pip install pip"]
     assert spec.rebuild_commands[:2] == ["swedojo-overlay", *rules.rebuild_commands]
-    assert spec.resolved_dependencies["six"] == "1.16.0" and spec.resolution_date == ""
+    assert spec.resolved_dependencies["calc-helpers-zq"] == "1.0" and spec.resolution_date == ""
     assert spec.setup_agent is not None and spec.setup_agent.stage == "validate"
     assert spec.setup_agent.model == model and "no test passed" in spec.setup_agent.failure
     assert spec.attempts == [f"the rules: [validate] {spec.setup_agent.failure}"]
     trajectory = Trajectory.model_validate_json(Path(spec.setup_agent.trajectory).read_text())
     assert Path(spec.setup_agent.trajectory).parent == out
     assert trajectory.exit_status == ExitStatus.SUBMITTED and trajectory.policy == "setup"
-    assert "no test passed" in trajectory.task_prompt and "No module named 'six'" in trajectory.task_prompt
+    assert "no test passed" in trajectory.task_prompt and "No module named 'calc_helpers_zq'" in trajectory.task_prompt
     assert "2 passed" in trajectory.steps[1].observation  # the install worked in its sandbox, network on
     log = (out / "build.log").read_text()
     assert "==> setup agent (scripted:" in log and "==> the setup agent's plan" in log

@@ -88,6 +88,8 @@ WEAK_PRIORITY = 70
 """Detection priority of a tree with Python files that do not say how to build it (requirements,
 tox, a Pipfile): any other language's build file wins over them."""
 _NO_DISTRIBUTION = re.compile(r"No matching distribution found for (\S+)")
+_OPTIONAL_MISSING = re.compile(r"swedojo: optional requirement (\S+) not installed")
+"""What `pyreqs.tolerant_install` says of an optional requirement the index does not have."""
 _CANNOT_INSTALL = re.compile(r"Cannot install (.+?) because these package versions have conflicting dependencies")
 
 
@@ -840,7 +842,9 @@ class PythonRecipe(LanguageRecipe):
         the rest, else with the requirement files' pins loosened, else without the requirement files
         (their pins may install a test runner too old for the interpreter, or name packages that no
         longer exist); None when none is left to try."""
-        missing = [r for r in dict.fromkeys(_NO_DISTRIBUTION.findall(said)) if r not in plan.undated]
+        optional = {_requirement_name(r) for r in _OPTIONAL_MISSING.findall(said)}  # the tolerant step's own
+        missing = [r for r in dict.fromkeys(_NO_DISTRIBUTION.findall(said))
+                   if r not in plan.undated and _requirement_name(r) not in optional]
         if missing and len(plan.undated) < 5:
             return plan.model_copy(update={"undated": (*plan.undated, *missing)})
         conflicting = [name for name in _conflicting(said) if name not in plan.demoted]
