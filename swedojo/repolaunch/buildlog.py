@@ -18,9 +18,8 @@ from pathlib import Path
 from typing import IO
 
 from swedojo.sandboxes.local import BWRAP_TRIES, LocalConfinement, bwrap_raced
+from swedojo.testrun.run import ANSI_ESCAPE
 
-_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
-"""ANSI escape sequences: CSI (colours, cursor moves), OSC (titles, links), and two-byte ones."""
 _CAUSE = re.compile(r"\berror\b|\bERR!|^\w*(?:Error|Exception):|\bfatal\b|No matching|not found", re.IGNORECASE)
 """A line that reads like the reason a step failed: npm's `npm error notarget ...`, gcc's `error:`,
 pip's `ERROR: No matching distribution`, a Python exception, `command not found`."""
@@ -28,7 +27,7 @@ pip's `ERROR: No matching distribution`, a Python exception, `command not found`
 
 def plain(text: str) -> str:
     """`text` without ANSI escape sequences."""
-    return _ESCAPE.sub("", text)
+    return ANSI_ESCAPE.sub("", text)
 
 
 _WRAPPER = re.compile(r"subprocess-exited-with-error|metadata-generation-failed|This error originates from a "

@@ -114,7 +114,7 @@ class SuiteRun(BaseModel):
         return sorted(t for t, s in self.statuses.items() if not passed(s) and s != TestStatus.SKIPPED)
 
 
-_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
+ANSI_ESCAPE = re.compile(r"\x1b(?:\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)|[@-Z\\-_])")
 """ANSI escape sequences (colour, cursor), taken out of every log before it is read: a project's
 own runner settings may force colour (pytest's `addopts = --color=yes`), which no parser reads."""
 
@@ -156,7 +156,7 @@ def run_command(sandbox: Sandbox, spec: EnvSpec, command: str, timeout_s: float 
             data = sandbox.read_file(log_path)
         except (OSError, SandboxError) as exc:
             raise LogUnreadableError(f"the test log could not be read: {exc}") from exc
-    log = _ESCAPE.sub("", data.decode("utf-8", errors="replace")).replace(f"{sandbox.workdir}/", "")
+    log = ANSI_ESCAPE.sub("", data.decode("utf-8", errors="replace")).replace(f"{sandbox.workdir}/", "")
     run = SuiteRun(command=command, statuses=parse_log(spec.log_parser, log), exit_code=result.exit_code,
                    timed_out=result.timed_out, duration_s=result.duration_s, exact=exact, log=log)
     if not run.statuses and spec.log_parser in EXIT_STATUS_PARSERS:
