@@ -301,3 +301,47 @@ def test_a_requirement_that_brings_an_older_pip_does_not_take_over_the_install(m
     spec = launch(str(repo), tmp_path / "out", cache_dir=env_cache / "envs")
     assert spec.test_status == {"test_o.py::test_five": P}
     assert spec.attempts == [], spec.attempts
+
+
+NO_EDITABLE_BACKEND = '''"""A build backend without PEP 660's editable hook, as old flit and setuptools were."""
+import base64, hashlib, os, zipfile
+
+
+def build_wheel(wheel_directory, config_settings=None, metadata_directory=None):
+    dist = "nohook-1.dist-info"
+    files = {"nohook.py": open("src/nohook.py", "rb").read(),
+             dist + "/METADATA": b"Metadata-Version: 2.1\\nName: nohook\\nVersion: 1\\n",
+             dist + "/WHEEL": b"Wheel-Version: 1.0\\nGenerator: t\\nRoot-Is-Purelib: true\\nTag: py3-none-any\\n"}
+    digest = lambda data: base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    record = [f"{path},sha256={digest(data)},{len(data)}" for path, data in files.items()] + [dist + "/RECORD,,"]
+    name = "nohook-1-py3-none-any.whl"
+    with zipfile.ZipFile(os.path.join(wheel_directory, name), "w") as wheel:
+        for path, data in files.items():
+            wheel.writestr(path, data)
+        wheel.writestr(dist + "/RECORD", "\\n".join(record) + "\\n")
+    return name
+'''
+
+
+def test_a_project_its_backend_cannot_install_editable_is_installed_and_reinstalled_before_each_run(
+        make_repo, tmp_path: Path, env_cache: Path) -> None:
+    """pip refuses `-e .` for a backend without `build_editable` and no setup.py: the launch failed
+    in the repo layer. The plain install it falls back to is repeated before every test run, so an
+    edit to the tree (a candidate's patch) is what the tests see."""
+    from swedojo.sandboxes.environment import Environment
+    from swedojo.testrun.run import run_suite
+
+    repo = make_repo("nohook", {
+        "pyproject.toml": "[build-system]\nrequires = []\nbuild-backend = 'nohook_backend'\nbackend-path = ['_backend']\n"
+                          "[project]\nname = 'nohook'\nversion = '1'\n",
+        "_backend/nohook_backend.py": NO_EDITABLE_BACKEND,
+        "src/nohook.py": "def seven():\n    return 7\n",
+        "tests/test_nohook.py": "from nohook import seven\n\n\ndef test_seven():\n    assert seven() == 7\n",
+    })
+    spec = launch(str(repo), tmp_path / "out", cache_dir=env_cache / "envs")
+    assert spec.test_status == {"tests/test_nohook.py::test_seven": P}
+    assert "swedojo: the editable install failed" in (tmp_path / "out" / "build.log").read_text()
+    with Environment(spec=spec, source=repo).open() as sandbox:
+        sandbox.write_file("src/nohook.py", b"def seven():\n    return 8\n")
+        run = run_suite(sandbox, spec)
+    assert run.statuses == {"tests/test_nohook.py::test_seven": TestStatus.FAILED}, run.log[-2000:]

@@ -11,7 +11,7 @@ from launch_helpers import write_tree
 
 from swedojo.repolaunch.ci import read_workflows
 from swedojo.repolaunch.detect import NoBuildSystemError, analyse, debian_release
-from swedojo.repolaunch.recipes.python import editable_needs
+from swedojo.repolaunch.recipes.python import EDITABLE_OR_INSTALLED, REINSTALL_IF_NOT_EDITABLE, editable_needs
 
 WORKFLOW = """name: ci
 on: [push, pull_request]
@@ -76,7 +76,8 @@ docs = ["sphinx"]
         ("pip install --uploaded-prior-to 2023-06-01T00:00:00Z 'attrs>=22' pytest-mock ujson pytest "
          "-r requirements-ci.txt"),
     ]
-    assert analysis.rebuild_commands == ["pip install --no-deps --no-build-isolation -e ."]
+    assert analysis.rebuild_commands == [EDITABLE_OR_INSTALLED]
+    assert analysis.build_command == REINSTALL_IF_NOT_EDITABLE
     assert (analysis.test_command, analysis.log_parser) == ("python -m pytest -rA -v -p no:cacheprovider", "pytest")
     assert analysis.ci_commands == ["python -m pip install --upgrade pip", "pip install -e .[test] -r requirements-ci.txt",
                                     "pytest -q tests"]

@@ -44,6 +44,7 @@ from swedojo.repolaunch.errors import (
 )
 from swedojo.repolaunch.fallback import SetupRequest
 from swedojo.repolaunch.launch import UnsupportedBackendError, launch, rebuild
+from swedojo.repolaunch.recipes.python import EDITABLE_OR_INSTALLED
 from swedojo.sandboxes.hostnet import nat_problem
 from swedojo.schema import TestStatus
 
@@ -69,7 +70,7 @@ def test_local_launch_end_to_end(launched: dict) -> None:
     assert spec.resolved_dependencies["pytest"] == "8.2.1"  # as of the commit date
     assert "calc" not in spec.resolved_dependencies  # the project lives in the repo layer
     assert spec.install_commands[-1] == f"pip install --uploaded-prior-to {DATE} pip"  # the layer's own pip
-    assert spec.rebuild_commands[:2] == ["swedojo-overlay", "pip install --no-deps --no-build-isolation -e ."]
+    assert spec.rebuild_commands[:2] == ["swedojo-overlay", EDITABLE_OR_INSTALLED]
     assert (spec.env_vars["TZ"], spec.env_vars["PYTHONHASHSEED"], spec.env_vars["LC_ALL"]) == ("UTC", "0", "C.UTF-8")
     assert json.loads((out / "envspec.json").read_text())["flaky_tests"] == spec.flaky_tests
     log = (out / "build.log").read_text()

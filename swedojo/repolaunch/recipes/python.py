@@ -80,6 +80,18 @@ PIP_TOOL = "/opt/swedojo/pip"
 MIN_PYTHON = (3, 9)
 """Oldest interpreter swedojo's pip can drive with `--python`."""
 OVERLAY = '"$HOME/.swedojo-venv"'
+NOT_EDITABLE = '"$HOME/.swedojo-venv/not-editable"'
+"""Marks a sandbox whose project could not be installed editable (see `EDITABLE_OR_INSTALLED`)."""
+EDITABLE_OR_INSTALLED = (
+    "pip install --no-deps --no-build-isolation -e . || { echo 'swedojo: the editable install failed (above): "
+    "the project is installed as it is, and again before every test run'; "
+    f"pip install --no-deps --no-build-isolation . && touch {NOT_EDITABLE}; }}")
+"""The repo layer's install of the project: editable, so the tests see every edit; where the build
+backend cannot (no PEP 660 hook, an old setuptools or flit), a plain install, which the build step
+(`REINSTALL_IF_NOT_EDITABLE`) repeats before each test run so the tests never see an older tree."""
+REINSTALL_IF_NOT_EDITABLE = (f"[ ! -e {NOT_EDITABLE} ] || "
+                             "pip install --quiet --no-deps --no-build-isolation --force-reinstall .")
+"""The build step of a Python project: nothing where it is installed editable."""
 DROP_PROJECT = Path(__file__).parents[1] / "drop_project.py"
 """Script the dependency venv runs last: uninstall the project itself, list what is installed."""
 IMAGE_DROP_PROJECT = "/opt/swedojo/drop_project.py"
@@ -610,7 +622,8 @@ class _PythonPlan:
             out.note("(requirements)", change.describe())
         out.requirement_changes = [change.describe() for change in self.changes]
         if self.editable:
-            out.rebuild_commands.append("pip install --no-deps --no-build-isolation -e .")
+            out.rebuild_commands.append(EDITABLE_OR_INSTALLED)
+            out.build_command = REINSTALL_IF_NOT_EDITABLE
         out.test_command, out.log_parser = self._runner() or ("python -m pytest -rA -v -p no:cacheprovider", "pytest")
 
     def _runner(self) -> tuple[str, str] | None:
