@@ -82,8 +82,8 @@ def validate(sandbox: Sandbox, spec: EnvSpec, log: BuildLog, runs: int = 2, time
             raise ValidateError(f"test run {index + 1}: {exc}", log.path) from exc
         results.append(run.statuses)
         problems.append(found)
-        if index == 0 and spec.log_parser == "pytest":
-            missing = skipped_modules(run.log)
+        if index == 0:
+            missing = skipped_modules(run.log, spec.log_parser)
     merged, flaky = merge_runs(results)
     if not any(passed(status) for run in results for status in run.values()):
         raise ValidateError(f"no test passed ({len(merged)} found): the environment looks broken", log.path)

@@ -246,7 +246,7 @@ def _gaps(run: SuiteRun, named: Mapping[str, list[str]], tests: Iterable[str], s
     for test in tests:
         if not passed(_status(run.statuses, named[test])):
             failing[test] = [key for key in named[test] if not passed(run.statuses.get(key))] or [test]
-    skips = module_skips(run.log, [key for keys in failing.values() for key in keys], run.statuses)
+    skips = module_skips(run.log, [key for keys in failing.values() for key in keys], run.statuses, spec.log_parser)
     found = {test: [skips[key] for key in keys] for test, keys in failing.items() if all(key in skips for key in keys)}
     absent = absent_modules(sandbox, command_python(spec.test_command),
                             {skip.module for said in found.values() for skip in said}, provided)

@@ -773,7 +773,8 @@ def summary_make(log: str) -> Counts | None:
 
 # --- unittest (-v; Django's runner and other scripts built on it print the same) ----------------
 
-_UNITTEST_TEST = re.compile(r"^(\w+) \(([\w.]+)\)")
+_UNITTEST_TEST = re.compile(r"^(\w+|[\w.]+(?= \(unittest\.loader\._Failed)) \(([\w.]+)\)")
+"""A test's line; a test module unittest could not import is a test named by the module's dotted name."""
 _UNITTEST_OUTCOME = re.compile(r"(ok|FAIL|ERROR|skipped (?:'.*'|\".*\")|expected failure|unexpected success)$")
 _UNITTEST_STATUS = {"ok": TestStatus.PASSED, "FAIL": TestStatus.FAILED, "ERROR": TestStatus.ERROR,
                     "skipped": TestStatus.SKIPPED, "expected failure": TestStatus.XFAIL,

@@ -1,4 +1,4 @@
-"""Tests a pytest run skipped, or could not collect, because a module is missing.
+"""Tests a pytest or unittest run skipped, or could not collect, because a module is missing.
 
 A project's optional test dependencies (declared in a conda file, a CI step, or nowhere) decide
 whether whole files run: `pytest.importorskip("dask")`, `skipif(not has_dask, reason="requires
@@ -9,6 +9,8 @@ test the environment cannot run.
 pytest names the reason in two places: the `-v` line of a skipped test (`path::test SKIPPED
 (reason)`, cut to the terminal's width) and `-rA`'s summary (`SKIPPED [n] path:line: reason`,
 whole, naming the file only; the one place a file skipped as a whole is named at all).
+unittest names it on the test's `-v` line (`... skipped 'requires dask'`) and, for a test module
+it could not import, in that module's traceback (`Failed to import test module: tests.test_x`).
 Whether the module named is really missing is the sandbox's to say (`absent_modules`): a reason
 may name one the environment has ("requires numpy" for a version) or the repository's own.
 """
@@ -132,9 +134,17 @@ def _whole(log: str, file: str, cut: str) -> ModuleSkip | None:
     return ModuleSkip(module=module, reason=reason)
 
 
-def module_skips(log: str, tests: Iterable[str], ran: Iterable[str]) -> dict[str, ModuleSkip]:
-    """Of `tests` (pytest node ids), those the log shows skipped, or absent from a file skipped or
-    uncollectable as a whole, for want of a module -> which and why. `ran`: the ids the log has.
+def module_skips(log: str, tests: Iterable[str], ran: Iterable[str], parser: str = "pytest") -> dict[str, ModuleSkip]:
+    """Of `tests` (ids as `parser` reads them), those the log shows skipped, or absent from a file
+    (pytest) or test module (unittest) skipped or unimportable as a whole, for want of a module ->
+    which and why. `ran`: the ids the log has. Other runners' logs say nothing here: {}."""
+    if parser == "unittest":
+        return _unittest_skips(log, tests, ran)
+    return _pytest_skips(log, tests, ran) if parser == "pytest" else {}
+
+
+def _pytest_skips(log: str, tests: Iterable[str], ran: Iterable[str]) -> dict[str, ModuleSkip]:
+    """`module_skips` of a pytest log (node ids).
 
     A `-v` reason cut to the terminal's width is read whole from its file's summary lines (a cut
     one may end inside the module's name); a skipped test whose `-v` line has no reason, like one
@@ -159,8 +169,16 @@ def module_skips(log: str, tests: Iterable[str], ran: Iterable[str]) -> dict[str
     return found
 
 
-def skipped_modules(log: str) -> dict[str, str]:
-    """Every module the log's skips and collection errors say is missing -> one reason naming it."""
+def skipped_modules(log: str, parser: str = "pytest") -> dict[str, str]:
+    """Every module the log's skips and collection errors (pytest) or skips and failed test-module
+    imports (unittest) say is missing -> one reason naming it; {} for other runners' logs."""
+    if parser == "unittest":
+        found = {skip.module: skip.reason for skip in _unittest_reasons(log).values()}
+        for module, skip in _unittest_failed_imports(log).items():
+            found.setdefault(skip.module, skip.reason)
+        return found
+    if parser != "pytest":
+        return {}
     log = _outer(log)
     found: dict[str, str] = {}
     for match in _VERBOSE_SKIP.finditer(log):
@@ -170,6 +188,53 @@ def skipped_modules(log: str) -> dict[str, str]:
             found[module] = match.group(2)
     for _, module, reason in _file_reasons(log):
         found.setdefault(module, reason)
+    return found
+
+
+_UNITTEST_SKIP = re.compile(r"^(\w+) \(([\w.]+)\).*? \.\.\. skipped (?:'(.*)'|\"(.*)\")$")
+_UNITTEST_FAILED_IMPORT = re.compile(r"^ImportError: Failed to import test module: ([\w.]+)$", re.MULTILINE)
+_UNITTEST_SECTION = re.compile(r"^(?:={20,}|-{20,})$", re.MULTILINE)
+
+
+def _unittest_reasons(log: str) -> dict[str, ModuleSkip]:
+    """unittest ids (`test_a (module.Class)`, as `parse_unittest` writes them) of tests skipped with
+    a reason naming a module -> the skip (`test_a (m.C) ... skipped 'requires numpy'`)."""
+    found: dict[str, ModuleSkip] = {}
+    for line in log.splitlines():
+        if (match := _UNITTEST_SKIP.match(line.rstrip())) and (module := named_module(reason := match[3] or match[4])):
+            name, dotted = match[1], match[2]
+            found[f"{name} ({dotted.removesuffix('.' + name)})"] = ModuleSkip(module=module, reason=reason)
+    return found
+
+
+def _unittest_failed_imports(log: str) -> dict[str, ModuleSkip]:
+    """Test modules unittest could not import for want of a module (`ImportError: Failed to import
+    test module: tests.test_x` followed by its traceback's `No module named 'numpy'`) -> the skip
+    that says so: none of their tests ran."""
+    found: dict[str, ModuleSkip] = {}
+    for failed in _UNITTEST_FAILED_IMPORT.finditer(log):
+        end = _UNITTEST_SECTION.search(log, failed.end())
+        said = re.search(r"No module named '([\w.]+)'", log[failed.end():end.start() if end else len(log)])
+        if said and (module := named_module(said.group(0))):
+            found[failed.group(1)] = ModuleSkip(module=module, reason=said.group(0))
+    return found
+
+
+def _unittest_skips(log: str, tests: Iterable[str], ran: Iterable[str]) -> dict[str, ModuleSkip]:
+    """`module_skips` of a unittest log: a test skipped naming a module, or absent from the log
+    while its test module could not be imported (the loader names it relative to where discovery
+    started, `test_x` for `tests.test_x.Class`: it is matched as a dotted suffix)."""
+    skipped, failed = _unittest_reasons(log), _unittest_failed_imports(log)
+    present = set(ran)
+    found: dict[str, ModuleSkip] = {}
+    for test in tests:
+        if test in skipped:
+            found[test] = skipped[test]
+        elif test not in present and (dotted := re.search(r"\(([\w.]+)\)$", test)):
+            module = f".{dotted.group(1)}."
+            owner = next((name for name in failed if f".{name}." in module), None)
+            if owner is not None:
+                found[test] = failed[owner]
     return found
 
 

@@ -345,3 +345,28 @@ def test_a_project_its_backend_cannot_install_editable_is_installed_and_reinstal
         sandbox.write_file("src/nohook.py", b"def seven():\n    return 8\n")
         run = run_suite(sandbox, spec)
     assert run.statuses == {"tests/test_nohook.py::test_seven": TestStatus.FAILED}, run.log[-2000:]
+
+
+def test_a_unittest_suite_skipping_for_a_module_gets_it_installed(make_repo, tmp_path: Path, env_cache: Path) -> None:
+    """A suite run by unittest says what it lacks in its own words (`skipped 'requires six'`, a test
+    module it could not import): read as pytest's skips are, the module is installed and the suite
+    validated again."""
+    repo = make_repo("unittest-skips", {
+        "pyproject.toml": module_project("u"),
+        "tox.ini": "[tox]\nenvlist = py\n[testenv]\ncommands = python -m unittest discover -v -s tests -t .\n",
+        "u.py": "def two():\n    return 2\n",
+        "tests/__init__.py": "",
+        "tests/test_u.py": "import unittest\n\ntry:\n    import six\nexcept ImportError:\n    six = None\n\nfrom u import two\n\n\n"
+                           "class U(unittest.TestCase):\n    def test_two(self):\n        self.assertEqual(two(), 2)\n\n"
+                           "    @unittest.skipIf(six is None, 'requires six')\n    def test_six(self):\n"
+                           "        self.assertTrue(six.PY3)\n",
+        "tests/test_toml.py": "import unittest\n\nimport toml\n\n\nclass T(unittest.TestCase):\n"
+                              "    def test_load(self):\n        self.assertEqual(toml.loads('a = 2')['a'], 2)\n",
+    })
+    spec = launch(str(repo), tmp_path / "out", cache_dir=env_cache / "envs")
+    assert spec.log_parser == "unittest"
+    assert spec.test_status == {"test_two (tests.test_u.U)": P, "test_six (tests.test_u.U)": P,
+                                "test_load (tests.test_toml.T)": P}, spec.test_status
+    assert spec.skipped_for_modules == {}
+    log = (tmp_path / "out" / "build.log").read_text()
+    assert "tests skipped for want of six, toml: installing six, toml and validating again" in log, log[-3000:]

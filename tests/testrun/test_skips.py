@@ -206,3 +206,42 @@ SKIPPED [1] test_inner.py:2: could not import 'inner_only_zq': No module named '
     assert list(skipped_modules(log)) == ["outer_zq"]
     assert module_skips(log, ["test_inner.py::test_x", "testing/test_b.py::test_c"], ["testing/test_a.py::test_one"]) \
         == {"testing/test_b.py::test_c": ModuleSkip(module="outer_zq", reason="could not import 'outer_zq': No module named 'outer_zq'")}
+
+
+def test_a_unittest_log_names_the_modules_its_skips_and_failed_imports_want(tmp_path) -> None:
+    """unittest says it two ways: `... skipped 'requires numpy'`, and a test module it could not
+    import (`Failed to import test module: tests.test_netcdf` ... `No module named 'netCDF4'`),
+    whose tests are then absent from the log. The log is the interpreter's own."""
+    import subprocess
+    import sys
+
+    from swedojo.testrun.parsers import parse_unittest
+
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "__init__.py").write_text("")
+    (tmp_path / "tests" / "test_arrays.py").write_text(
+        "import unittest\n\ntry:\n    import swedojo_absent_np\nexcept ImportError:\n    swedojo_absent_np = None\n\n\n"
+        "class Arrays(unittest.TestCase):\n"
+        "    @unittest.skipIf(swedojo_absent_np is None, 'requires swedojo_absent_np')\n"
+        "    def test_sum(self):\n        pass\n\n"
+        "    @unittest.skip('requires network')\n    def test_remote(self):\n        pass\n\n"
+        "    def test_plain(self):\n        pass\n")
+    (tmp_path / "tests" / "test_netcdf.py").write_text(
+        "import unittest\n\nimport swedojo_absent_cdf.io\n\n\nclass Files(unittest.TestCase):\n"
+        "    def test_open(self):\n        pass\n")
+    run = subprocess.run([sys.executable, "-m", "unittest", "discover", "-v", "-s", "tests", "-t", "."],
+                         cwd=tmp_path, capture_output=True, text=True, check=False)
+    log = run.stdout + run.stderr
+    statuses = parse_unittest(log)
+    assert statuses["test_plain (tests.test_arrays.Arrays)"] == TestStatus.PASSED, log
+    assert statuses["tests.test_netcdf (unittest.loader._FailedTest)"] == TestStatus.ERROR  # counted as the summary does
+    assert skipped_modules(log, "unittest") == {"swedojo_absent_np": "requires swedojo_absent_np",
+                                                "swedojo_absent_cdf": "No module named 'swedojo_absent_cdf'"}
+    listed = ["test_sum (tests.test_arrays.Arrays)", "test_remote (tests.test_arrays.Arrays)",
+              "test_open (tests.test_netcdf.Files)", "test_gone (tests.test_other.Other)"]
+    assert module_skips(log, listed, statuses, "unittest") == {
+        "test_sum (tests.test_arrays.Arrays)": ModuleSkip(module="swedojo_absent_np", reason="requires swedojo_absent_np"),
+        "test_open (tests.test_netcdf.Files)": ModuleSkip(module="swedojo_absent_cdf",
+                                                          reason="No module named 'swedojo_absent_cdf'"),
+    }
+    assert module_skips(log, listed, statuses, "tap") == {}

@@ -640,8 +640,9 @@ class _PythonPlan:
             if "unittest" in words and "-m" in words and not where:
                 self.out.note(file, f"tests run by unittest: {command}")
                 # `discover` must be unittest's first argument
-                return ("python -m unittest -v" if "discover" not in words else "python -m unittest discover -v " +
-                        " ".join(words[words.index("discover") + 1:]), "unittest")
+                rest = [w for w in words[words.index("discover") + 1:] if w != "-v"] if "discover" in words else None
+                return ("python -m unittest -v" if rest is None else " ".join(["python -m unittest discover -v", *rest]),
+                        "unittest")
             script = next((w for w in words if re.search(r"(^|/)run_?tests?\.py$", w)), "")
             path = posixpath.normpath(posixpath.join(where, script.removeprefix("./"))) if script else ""
             if path and (self.root / path).is_file():
