@@ -115,6 +115,8 @@ class CiCommand(BaseModel):
     """The line, continuations joined."""
     workdir: str = ""
     """The step's `working-directory`, relative to the repository root (empty: the root)."""
+    job: str = ""
+    """The workflow job it is a step of (its key under `jobs:`; empty outside any job)."""
 
 
 class CiFindings(BaseModel):

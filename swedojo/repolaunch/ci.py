@@ -71,21 +71,24 @@ def read_workflows(root: Path) -> CiFindings:
         except yaml.YAMLError:
             findings.unreadable.append(rel)
             continue
-        for mapping in _walk(tree):
-            run = mapping.get("run")
-            where = mapping.get("working-directory")
-            where = where.strip().removeprefix("./").rstrip("/") if isinstance(where, str) else ""
-            if isinstance(run, str):
-                for line in _run_lines(run):
-                    kind = "test" if _TEST.search(line) else "install" if _INSTALL.search(line) else ""
-                    if kind:
-                        findings.commands.append(CiCommand(file=rel, kind=kind, command=line, workdir=where))
-            for recipe in recipes():
-                for key in recipe.ci_version_keys:
-                    values = mapping.get(key)
-                    for value in values if isinstance(values, list) else [values]:
-                        version = _version(value, recipe.ci_minor_versions) if isinstance(value, str) else None
-                        seen = findings.versions.setdefault(recipe.family, []) if version else []
-                        if version and version not in seen:
-                            seen.append(version)
+        jobs = tree.get("jobs") if isinstance(tree, dict) else None
+        parts = list(jobs.items()) if isinstance(jobs, dict) else [("", tree)]
+        for job, part in parts:
+            for mapping in _walk(part):
+                run = mapping.get("run")
+                where = mapping.get("working-directory")
+                where = where.strip().removeprefix("./").rstrip("/") if isinstance(where, str) else ""
+                if isinstance(run, str):
+                    for line in _run_lines(run):
+                        kind = "test" if _TEST.search(line) else "install" if _INSTALL.search(line) else ""
+                        if kind:
+                            findings.commands.append(CiCommand(file=rel, kind=kind, command=line, workdir=where, job=job))
+                for recipe in recipes():
+                    for key in recipe.ci_version_keys:
+                        values = mapping.get(key)
+                        for value in values if isinstance(values, list) else [values]:
+                            version = _version(value, recipe.ci_minor_versions) if isinstance(value, str) else None
+                            seen = findings.versions.setdefault(recipe.family, []) if version else []
+                            if version and version not in seen:
+                                seen.append(version)
     return findings

@@ -225,6 +225,27 @@ def test_what_the_test_job_installs_by_name_is_optional(tmp_path: Path) -> None:
     assert not any(word in optional for word in ("sphinx", "constraints.txt", "setuptools"))
 
 
+def test_what_few_ci_jobs_install_is_left_to_the_skips(tmp_path: Path) -> None:
+    """Every job's installs taken together built a layer with tensorflow and pymc for a suite that
+    needs neither (its optional-dependencies job's): what fewer than half of the test jobs install
+    is left to what the tests' skips ask for; a job that runs no tests (a linter's) does not count."""
+    job = "  {name}:\n    steps:\n      - run: pip install {names}\n      - run: {test}\n"
+    jobs = [job.format(name=f"tests{i}", names="mpmath", test="bin/test") for i in range(3)]
+    jobs.append(job.format(name="optional", names="mpmath numpy tensorflow", test="bin/test_optional.py"))
+    jobs.append(job.format(name="numeric", names="mpmath numpy", test="bin/test_numeric.py"))
+    jobs.append("  lint:\n    steps:\n      - run: pip install flake8\n      - run: flake8 .\n")
+    write_tree(tmp_path, {
+        "pyproject.toml": "[build-system]\nrequires = ['setuptools']\n[project]\nname = 'p'\nversion = '1'\n",
+        ".github/workflows/runtests.yml": "jobs:\n" + "".join(jobs).replace("bin/test", "pytest && bin/test"),
+    })
+    analysis = analyse(tmp_path, WHEN)
+    optional = analysis.install_commands[-1]
+    assert "-c /tmp/swedojo-installed.txt mpmath ||" in optional, optional
+    assert not any(word in optional for word in ("numpy", "tensorflow", "flake8"))
+    assert ".github/workflows/runtests.yml: job optional installs numpy, tensorflow, which fewer than half of the 5 " \
+           "test jobs do: left to what the tests' skips ask for" in [f"{e.file}: {e.says}" for e in analysis.evidence]
+
+
 def test_a_module_the_conftest_cannot_import_is_installed_and_the_launch_tried_again(make_repo, tmp_path: Path,
                                                                                       env_cache: Path) -> None:
     """The conftest imports what no file of the project declares (a dependency group the rules did

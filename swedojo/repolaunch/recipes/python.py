@@ -503,6 +503,7 @@ class _PythonPlan:
         self.out.note("Pipfile", f"{' and '.join(sections)}")
 
     def _ci(self) -> None:
+        by_job: dict[tuple[str, str], list[str]] = {}
         for cmd in self.ci.commands:
             if not re.search(r"\bpip3? install\b", cmd.command):
                 continue
@@ -526,15 +527,39 @@ class _PythonPlan:
                     named.append(word)
             if named and not _OTHER_JOB.search(cmd.file.lower()):  # the test job's own tools, as CI has them
                 changes: list[Change] = []
-                for word in named:
-                    if (taken := requirement(word, cmd.file, changes)) and taken != PROJECT \
-                            and _requirement_name(taken) not in ("pip", "setuptools", "wheel"):
-                        self._add(self.optional, taken)
-                self.out.note(cmd.file, f"installs {', '.join(named)}: optional, each where it can be")
+                taken = [t for word in named if (t := requirement(word, cmd.file, changes)) and t != PROJECT
+                         and _requirement_name(t) not in ("pip", "setuptools", "wheel")]
+                by_job.setdefault((cmd.file, cmd.job), []).extend(taken)
+        self._ci_installs(by_job)
         self.test_commands += [(cmd.file, cmd.workdir, cmd.command) for cmd in self.ci.commands if cmd.kind == "test"]
         if versions := self.ci.versions.get("python"):
             self.listed["ci"] = versions
             self.out.note(".github/workflows", f"CI runs python {', '.join(versions)}")
+
+    def _ci_installs(self, by_job: dict[tuple[str, str], list[str]]) -> None:
+        """Take what CI jobs install by name as optional requirements: what the jobs that run the
+        tests (all jobs, where none visibly does) install in at least half of them. A name only a
+        few jobs install belongs to a configuration of its own (an optional-dependencies or
+        tensorflow job, a linter's): the tests' skips, read after validation, say whether the suite
+        wants it, and it is not worth building a heavy layer on the chance."""
+        testing = {(c.file, c.job) for c in self.ci.commands if c.kind == "test"}
+        jobs = [job for job in by_job if job in testing] or list(by_job)
+        counts: dict[str, int] = {}
+        for job in jobs:
+            for name in dict.fromkeys(_requirement_name(t) for t in by_job[job]):
+                counts[name] = counts.get(name, 0) + 1
+        for job in jobs:
+            file = job[0]
+            kept = [t for t in by_job[job] if 2 * counts[_requirement_name(t)] >= len(jobs)]
+            left = [t for t in by_job[job] if t not in kept]
+            for item in kept:
+                self._add(self.optional, item)
+            where = f"job {job[1]}" if job[1] else "a step"
+            if kept:
+                self.out.note(file, f"{where} installs {', '.join(kept)}: optional, each where it can be")
+            if left:
+                self.out.note(file, f"{where} installs {', '.join(left)}, which fewer than half of the {len(jobs)} "
+                                    "test jobs do: left to what the tests' skips ask for")
 
     def choose_runtime(self, wanted: str = "") -> None:
         """Every known Python the project's requires-python admits, in the order to try them: those
