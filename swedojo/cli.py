@@ -10,14 +10,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from typer.core import TyperGroup
 
 from swedojo.datasets.gen.cli import gen_command
+from swedojo.errors import BadInputError, output_dir
 from swedojo.progress import RunProgress, reporting, shown
 from swedojo.repolaunch.cli import launch_command
 from swedojo.rewards.cli import export_command, mismatch_command
@@ -25,7 +27,7 @@ from swedojo.rundir import IssueRunDir, RunDir
 from swedojo.sandboxes.cli import sandbox_app
 from swedojo.sandboxes.registry import backend as sandbox_backend
 from swedojo.sandboxes.registry import names as sandbox_backends
-from swedojo.schema import ALL_SCHEMAS
+from swedojo.schema import ALL_SCHEMAS, Step
 from swedojo.serve.cli import serve_command
 from swedojo.tools.cli import tools_command
 
@@ -48,7 +50,20 @@ def _setup_agent(model: str, max_steps: int | None, api_key_env: str) -> SetupAg
     return ModelSetupAgent(backend, settings, name=model)
 
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, help="swedojo: SWE environments, agents, rewards and RL data.")
+class DojoGroup(TyperGroup):
+    """The `dojo` command group: the one place a `BadInputError` from any command (or any layer below
+    it) becomes one line on stderr and exit status 2, instead of a traceback."""
+
+    def invoke(self, ctx: typer.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BadInputError as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
+
+
+app = typer.Typer(cls=DojoGroup, no_args_is_help=True, add_completion=False,
+                  help="swedojo: SWE environments, agents, rewards and RL data.")
 console = Console(soft_wrap=True)
 app.command("tools")(tools_command)
 app.command("export")(export_command)
@@ -85,9 +100,11 @@ def schema(name: str = typer.Argument("", help="One model name; all when empty."
 API_KEY_ENV = typer.Option("OPENAI_API_KEY", help="For an http(s) --model: the variable that holds its API key.")
 
 
-def _load_model(spec: str, api_key_env: str = "OPENAI_API_KEY", cost_limit: float | None = None):
+def _load_model(spec: str, api_key_env: str = "OPENAI_API_KEY", cost_limit: float | None = None,
+                limit_option: str = "--cost-limit"):
     """The backend `--model` names; a provider's model reads its key from `--api-key-env` only when one
-    other than the default is given (else from the provider's own variable, ANTHROPIC_API_KEY, ...)."""
+    other than the default is given (else from the provider's own variable, ANTHROPIC_API_KEY, ...).
+    A `cost_limit` (of the option `limit_option`) needs a model whose price is known."""
     from swedojo.agent.backends import BackendError, load_backend
 
     console.print(f"loading model {spec} ...")
@@ -98,7 +115,7 @@ def _load_model(spec: str, api_key_env: str = "OPENAI_API_KEY", cost_limit: floa
     else:
         backend = load_backend(spec)
     if cost_limit is not None and not getattr(backend, "priced", False):
-        raise BackendError(f"--cost-limit: the price of {spec} is not known (only a provider's model that litellm's "
+        raise BackendError(f"{limit_option}: the price of {spec} is not known (only a provider's model that litellm's "
                            "price map lists has one), so its cost cannot be counted")
     return backend
 
@@ -107,6 +124,10 @@ COST_LIMIT = typer.Option(None, min=0.0, help="For a model: US dollars each inst
                           "price (a provider's model litellm prices); past it the instance stops (limit_cost).")
 TOKEN_LIMIT = typer.Option(None, min=1, help="For a model: prompt plus completion tokens each instance may use "
                            "(each turn's whole prompt counts, as a hosted API bills); past it the instance stops (limit_tokens).")
+COST_LIMIT_RUN = typer.Option(None, min=0.0, help="For a model: US dollars the whole run may spend (a priced model); once "
+                              "its instances reach it no new one starts, and the summary says so.")
+TOKEN_LIMIT_RUN = typer.Option(None, min=1, help="For a model: prompt plus completion tokens the whole run may use; once "
+                               "its instances reach it no new one starts, and the summary says so.")
 
 
 def _agent_config(max_steps: int = 40, temperature: float = 0.0, cost_limit: float | None = None,
@@ -142,11 +163,36 @@ def _print_summary(summary, out: Path, skipped: int = 0) -> None:
         cost = "unknown" if summary.cost_usd is None else f"${summary.cost_usd:.4f}{unknown}"
         table.add_row("model cost", cost)
     left_out = f"; {_records(skipped)} skipped" if skipped else ""
-    table.add_row("[bold]resolved rate[/bold]", f"[bold]{summary.resolved}/{summary.total} ({summary.resolved_rate:.0%}{left_out})[/bold]")
+    # A stopped run's rate is over the instances it got to: those never started say nothing of the policy.
+    if summary.not_started:
+        left_out += f"; {summary.not_started} not started"
+    done = summary.total - summary.not_started
+    rate = summary.resolved / done if done else 0.0
+    table.add_row("[bold]resolved rate[/bold]", f"[bold]{summary.resolved}/{done} ({rate:.0%}{left_out})[/bold]")
     console.print(table)
     run_dir = RunDir(out)
     console.print(f"results: {run_dir.results}  summary: {run_dir.summary}  preds: {run_dir.preds}  "
                   f"SWE-bench reports: {run_dir.logs}/")
+
+
+def _check_mirror(repos: list[str], mirror: Path | None) -> None:
+    """A `--mirror` directory that holds none of the suite's repositories has the wrong layout: stop
+    before every instance ends as an infra_error saying so (one missing is that instance's
+    infra_error, as a partial mirror may be meant; a mirror not here at all is the executor's to
+    find, as a Ray node that cannot see it says so)."""
+    from swedojo.repos import RepoNotFoundError, resolve_repo
+
+    named = sorted({r for r in repos if "://" not in r and not r.startswith("git@")})  # a URL would be cloned
+    missing: list[str] = []
+    for repo in named if mirror is not None and mirror.is_dir() else []:
+        try:
+            resolve_repo(repo, mirror)
+            return
+        except RepoNotFoundError as exc:
+            missing.append(str(exc))
+    if missing:
+        others = f"; nor are the other {len(missing) - 1} repositories of the run" if len(missing) > 1 else ""
+        raise BadInputError(f"--mirror: {missing[0]}{others}")
 
 
 def _resume_command(ctx: typer.Context, out: Path) -> str:
@@ -207,6 +253,8 @@ def eval_command(
     max_steps: int = typer.Option(40, help="For --policy model: assistant turns before the run stops."),
     cost_limit: float = COST_LIMIT,
     token_limit: int = TOKEN_LIMIT,
+    cost_limit_run: float = COST_LIMIT_RUN,
+    token_limit_run: int = TOKEN_LIMIT_RUN,
     temperature: float = typer.Option(0.0, min=0.0, help="For --policy model: the sampling temperature (0: greedy)."),
     seed: int = typer.Option(0, help="For --policy model with a temperature: the sampling seed. Each instance's episode "
                              "samples with a seed of its own derived from this one and its id, so a run samples the "
@@ -233,6 +281,7 @@ def eval_command(
     from swedojo.datasets.predictions import load_predictions
     from swedojo.datasets.registry import SUITES, load_suite
     from swedojo.evaluate import (
+        RunLimits,
         RunMismatchError,
         claim,
         evaluate,
@@ -258,7 +307,8 @@ def eval_command(
         runner = make_executor(executor, workers, address)
         if pool > 0 and executor != "local":
             raise ValueError("--pool keeps warm sandboxes in this process: it is for --executor local")
-        model_backend = _load_model(model, api_key_env, cost_limit) if policy == "model" and model else None
+        priced = (cost_limit, "--cost-limit") if cost_limit is not None else (cost_limit_run, "--cost-limit-run")
+        model_backend = _load_model(model, api_key_env, *priced) if policy == "model" and model else None
         agent = _agent_config(max_steps, temperature, cost_limit, token_limit)
         preds = load_predictions(predictions) if predictions else None
         if preds:
@@ -269,12 +319,13 @@ def eval_command(
         make_policy(policy, model_backend, trajectories, agent, patches)
         loaded_suite = load_suite(suite, mirror)
         instances = select_instances(loaded_suite.loaded.instances, instance or [], slice_, limit)
+        _check_mirror([i.repo for i in loaded_suite.loaded.instances], loaded_suite.mirror)
     except (SuiteFormatError, ValueError, PerceptualModelError, BackendError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
     for err in loaded_suite.loaded.errors:
         console.print(f"[yellow]skipped record[/yellow] {err}")
-    out = out or _default_run_dir()
+    out = output_dir(out or _default_run_dir())
     run_seed = seed if policy == "model" else None  # only a model policy samples
     reward_config = RewardConfig(perceptual_model=perceptual_model) if rewards == "tiers" else None
     # Without a perceptual model the rewards read as they did before there was one, so older runs resume.
@@ -319,7 +370,7 @@ def eval_command(
                                out, suite, loaded_suite.loaded.errors, workers, show, reward_config,
                                on_stage=lambda instance, what: board.stage(instance.instance_id, what), stop=stop,
                                predictions=preds, instance_timeout_s=instance_timeout, executor=runner,
-                               seed=run_seed)
+                               seed=run_seed, limits=RunLimits(max_cost_usd=cost_limit_run, max_total_tokens=token_limit_run))
     except ExecutorError as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}; resume with: {resume}")
         raise typer.Exit(2) from None
@@ -334,7 +385,10 @@ def eval_command(
     # Instances named by id are all there, whatever else failed to load; any other selection may lack some.
     skipped = len(loaded_suite.loaded.errors) if not instance else 0
     _print_summary(summary, out, skipped)
-    if summary.not_started:
+    if summary.stopped_by:  # the run did what it was told: not an interruption
+        console.print(f"[yellow]run limit reached[/yellow]: {summary.stopped_by}; {summary.not_started} instance(s) not "
+                      f"started, left out of the resolved rate; raise the limit and resume with: {resume}")
+    elif summary.not_started:
         graded = summary.total - len(summary.not_submitted)
         console.print(f"[yellow]stopped[/yellow]: {graded - summary.not_started} of {graded} instances done, "
                       f"{summary.not_started} not started; resume with: {resume}")
@@ -352,7 +406,7 @@ def eval_command(
 
 @app.command("report")
 def report_command(
-    run_dir: Path = typer.Argument(..., help="A `dojo eval` run directory."),
+    run_dir: Path = typer.Argument(..., help="A run directory of `dojo eval` or `dojo run`."),
     out: Path = typer.Option(None, help="Directory to write the report into (default RUN_DIR/report)."),
 ) -> None:
     """Write a static HTML report of a run: counts, resolved rate per repository, reward and tier
@@ -434,11 +488,63 @@ def demo_problems(policy: str, summary: Summary, run_dir: Path) -> list[str]:
     return []
 
 
+STEP_ARGS_CHARS = 100
+"""A step's tool arguments on the console, at most (the trajectory has them whole)."""
+STEP_RESULT_LINES, STEP_RESULT_CHARS = 2, 120
+"""The first lines of what a step's tools returned on the console, and their width at most."""
+
+
+def _one_line(text: str, limit: int) -> str:
+    """Untrusted text (a model's, a tool's) as one console line: whitespace runs made one space,
+    control characters shown as `\\xNN` (no escape sequence reaches the terminal), rich markup
+    escaped, cut at `limit` characters."""
+    from swedojo.sandboxes.cli import inert
+
+    line = " ".join(text.split())
+    return escape(inert(line if len(line) <= limit else line[: limit - 1] + "…"))
+
+
+def step_lines(step: Step) -> list[str]:
+    """How `dojo run` shows a step as it is done: each tool call with its arguments in short, then
+    the first lines of what came back, so the operator follows the agent rather than a spinner."""
+    phase = "" if step.phase == "execute" else f" ({step.phase})"
+    calls = []
+    for call in step.tool_calls:
+        values = list(call.arguments.values())
+        args = str(values[0]) if len(values) == 1 else " ".join(f"{k}={v}" for k, v in call.arguments.items())
+        calls.append(f"{_one_line(call.name, 40)}{': ' + _one_line(args, STEP_ARGS_CHARS) if args else ''}")
+    head = f"step {step.index + 1}{phase} · " + ("; ".join(calls) if calls else "no tool call")
+    said = [line for line in (step.observation or step.content).splitlines() if line.strip()][:STEP_RESULT_LINES]
+    return [head, *(f"    [dim]{_one_line(line, STEP_RESULT_CHARS)}[/dim]" for line in said)]
+
+
+def _issue_text(issue: str | None, issue_text: str | None) -> tuple[str, str]:
+    """The issue's text and where it came from (the run's suite name): a file or URL (`--issue`),
+    standard input (`--issue -`), or the text itself (`--issue-text`), exactly one of them."""
+    import sys
+
+    from swedojo.rollout import IssueError, read_issue
+
+    if (issue is None) == (issue_text is None):
+        raise IssueError("give the issue once: --issue FILE|URL|- or --issue-text TEXT")
+    if issue_text is not None:
+        text, source = issue_text, "--issue-text"
+    elif issue == "-":
+        text, source = sys.stdin.read(), "stdin"
+    else:
+        text, source = read_issue(issue), issue
+    if not text.strip():
+        raise IssueError(f"the issue ({source}) is empty")
+    return text, source
+
+
 @app.command("run")
 def run_command(
     repo: str = typer.Option(..., help="Repository: a local path or a git URL."),
-    issue: str = typer.Option(..., help="The issue: a text/markdown file, or a GitHub issue URL (needs network)."),
-    model: str = typer.Option("tiny:glm_moe_dsa", help="Checkpoint dir, http(s) URL[#served-model], tiny:ARCH, scripted:FILE or a provider's model (openai/gpt-4o, anthropic/claude-sonnet-4-5)."),
+    issue: str = typer.Option(None, help="The issue: a text/markdown file, a GitHub issue URL (needs network), or - "
+                              "for standard input."),
+    issue_text: str = typer.Option(None, "--issue-text", help="The issue's text itself (instead of --issue)."),
+    model: str = typer.Option(..., help="Checkpoint dir, http(s) URL[#served-model], tiny:ARCH, scripted:FILE or a provider's model (openai/gpt-4o, anthropic/claude-sonnet-4-5)."),
     api_key_env: str = API_KEY_ENV,
     commit: str = typer.Option("", help="Commit to start from (default: HEAD)."),
     env: Path = typer.Option(None, "--env", help="An envspec.json written by `dojo launch`: the agent works in that "
@@ -447,47 +553,67 @@ def run_command(
                                 "with RepoLaunch; off: the plain pytest environment, enough for pure-stdlib repos."),
     backend: str = typer.Option(None, help=f"Sandbox backend: {', '.join(sandbox_backends())} (default: the --env "
                                 "spec's, else local)."),
-    out: Path = typer.Option(None, help="Output directory (default runs/run-<timestamp>)."),
+    out: Path = typer.Option(None, help="Run directory, a new one (default runs/run-<timestamp>)."),
     max_steps: int = typer.Option(20, help="Assistant turns before the run stops."),
     cost_limit: float = COST_LIMIT,
     token_limit: int = TOKEN_LIMIT,
 ) -> None:
-    """Run the agent on one issue in the repo's own environment: writes the patch, the trajectory and
-    a reward report (format and static tiers; a raw issue names no test)."""
+    """Run the agent on one issue in the repo's own environment, showing each step as it is done.
+    Writes a run directory of one instance, as `dojo eval` does (`dojo report`, `export` and
+    `mismatch` read it), with the patch at its top and a reward report (format and static tiers; a
+    raw issue names no test). Ctrl-C stops the agent and keeps its steps and diff so far (exit 130)."""
     from pydantic import ValidationError
 
     from swedojo.agent.backends import BackendError
+    from swedojo.evaluate import finish_run
     from swedojo.repolaunch.errors import LaunchError
     from swedojo.repos import CommitNotFoundError, RepoNotFoundError
-    from swedojo.rollout import IssueError, read_issue, run_issue
-    from swedojo.schema import EnvSpec
+    from swedojo.rollout import IssueError, run_issue
+    from swedojo.schema import EnvSpec, ExitStatus
 
-    out = out or Path("runs") / f"run-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
+    out = output_dir(out or Path("runs") / f"run-{datetime.now().strftime('%Y%m%d-%H%M%S')}")
+    files = IssueRunDir(out)
     try:
         spec = EnvSpec.model_validate_json(env.read_text()) if env else None
     except (OSError, ValidationError) as exc:
         console.print(f"[red]error:[/red] --env {env}: not an EnvSpec ({str(exc).splitlines()[0]})")
         raise typer.Exit(2) from None
     doing = ["starting"]
+
+    def show(step: Step) -> None:
+        for line in step_lines(step):
+            console.print(line)
+
     try:
         if spec and backend and backend != spec.backend:
             raise IssueError(f"--backend {backend}, but {env} is an environment of the {spec.backend} backend")
-        text = read_issue(issue)
+        if files.taken():  # said before a model loads
+            raise IssueError(f"{out} holds a run already: use another --out")
+        text, source = _issue_text(issue, issue_text)
         with shown(console, lambda: doing[0]), reporting(lambda what: doing.__setitem__(0, what)):
             result = run_issue(repo, text, _load_model(model, api_key_env, cost_limit), out, commit=commit,
                                backend=backend or "local", agent=_agent_config(max_steps, 0.0, cost_limit, token_limit),
-                               spec=spec, launch=launch)
+                               spec=spec, launch=launch, source=source, on_step=show)
     except LaunchError as exc:
         console.print(f"[red]error:[/red] no environment for {repo}: {escape(str(exc))}; pass one with --env, or "
                       "--no-launch for the plain pytest environment")
         raise typer.Exit(2) from None
     except (IssueError, BackendError, RepoNotFoundError, CommitNotFoundError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
+        console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2) from None
+    except KeyboardInterrupt:  # before the agent started, or while its patch was checked: nothing to keep
+        console.print(f"[red]interrupted[/red] while {escape(doing[0])}: no result was recorded in {out}")
+        raise typer.Exit(130) from None
+    finish_run(files, [result.instance], source, result.result.policy)
     trajectory = result.trajectory
     console.print(f"exit status: [bold]{trajectory.exit_status.value}[/bold] after {len(trajectory.steps)} steps"
-                  + (f" ({trajectory.error})" if trajectory.error else "")
+                  + (f" ({escape(trajectory.error)})" if trajectory.error else "")
                   + (f"; stopped: {trajectory.stopped_by}" if trajectory.stopped_by else ""))
+    look = f"look at it: dojo report {out}"
+    if trajectory.exit_status == ExitStatus.INTERRUPTED:
+        console.print(f"[red]interrupted[/red]: nothing was scored; the trajectory ({files.trajectory(result.instance.instance_id)}) "
+                      f"and the diff so far ({files.patch}, {len(trajectory.patch.splitlines())} lines) are kept; {look}")
+        raise typer.Exit(130)
     sampled = sum(len(s.response_token_ids) for s in trajectory.steps)
     report = result.report
     scored = ", ".join(f"{t.name} {t.score:.2f}" for t in report.tiers if t.scored) or "no tier"
@@ -501,8 +627,7 @@ def run_command(
     for tier in report.tiers:
         if not tier.scored:
             console.print(f"  {tier.name} not scored: {tier.evidence.get('not_scored')}")
-    files = IssueRunDir(out)
-    console.print(f"patch: {files.patch}  trajectory: {files.trajectory}  report: {files.report}")
+    console.print(f"patch: {files.patch}  run: {out} ({look}; export it: dojo export {out} --format messages)")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,6 @@ the others are not submitted, as SWE-bench counts them: in the total, not resolv
 from __future__ import annotations
 
 import contextvars
-import hashlib
 import json
 import threading
 import time
@@ -33,7 +32,13 @@ from swedojo.rewards.compose import RewardConfig
 from swedojo.rewards.swebench_reports import run_report, write_instance_files
 from swedojo.rewards.tiers import BaselineCache
 from swedojo.rollout import EnvironmentResolver, run_instance, spent
-from swedojo.rundir import InstanceResult, RunDir, RunManifest, write_atomic
+from swedojo.rundir import (
+    InstanceResult,
+    RunDir,
+    RunManifest,
+    suite_sha256,  # noqa: F401 (`dojo eval` imports it from here)
+    write_atomic,
+)
 from swedojo.sandboxes.scope import SandboxScope, scoped
 from swedojo.schema import (
     EvalStatus,
@@ -57,13 +62,15 @@ class Summary(BaseModel):
     resolved: int
     """Instances resolved."""
     resolved_rate: float
-    """resolved / total."""
+    """resolved / (total - not_started): instances a stopped run never started say nothing of the policy."""
     counts: dict[str, int]
     """Instances per EvalStatus."""
     record_errors: list[str] = []
     """Suite records that could not be loaded, one line each."""
     not_started: int = 0
     """Instances without a result because the run was stopped before they started; a resume runs them."""
+    stopped_by: str = ""
+    """The run limit that stopped the run (`RunLimits`), with what was spent; empty when none did."""
     predictions: str = ""
     """The predictions file graded (`--predictions`), with its content hash; empty for a policy's run."""
     not_submitted: list[str] = []
@@ -81,12 +88,36 @@ class Summary(BaseModel):
     """Instances whose model used tokens at no known price: left out of `cost_usd`."""
 
 
-def suite_sha256(instances: list[TaskInstance]) -> str:
-    """A content hash of the selected instances, in order: the same suite name may hold other tasks."""
-    digest = hashlib.sha256()
-    for instance in instances:
-        digest.update(instance.model_dump_json().encode())
-    return digest.hexdigest()
+class RunLimits(BaseModel):
+    """What a whole run may spend (`dojo eval --cost-limit-run`, `--token-limit-run`), over every
+    result in its directory (a resumed run's earlier ones too): once its results reach a limit, no
+    further instance starts; those running finish (a limit per instance is `LoopLimits`')."""
+
+    max_cost_usd: float | None = None
+    """US dollars at the provider's list price over the run's instances; None: no limit."""
+    max_total_tokens: int | None = None
+    """Prompt plus completion tokens over the run's instances; None: no limit."""
+
+    def reached(self, results: list[InstanceResult]) -> str:
+        """The limit `results` reach and what they spent, as `Summary.stopped_by` says it; empty when none."""
+        tokens = sum(r.prompt_tokens + r.completion_tokens for r in results)
+        cost = sum(r.cost_usd or 0.0 for r in results)
+        if self.max_total_tokens is not None and tokens >= self.max_total_tokens:
+            return f"{tokens} tokens, prompt and completion, over the run (limit --token-limit-run={self.max_total_tokens})"
+        if self.max_cost_usd is not None and cost >= self.max_cost_usd:
+            return f"${cost:.6f} spent over the run (limit --cost-limit-run={self.max_cost_usd:g})"
+        return ""
+
+
+class _Stop(threading.Event):
+    """Set by the run's own limit, and set whenever the caller's stop is: what the executor asks."""
+
+    def __init__(self, caller: threading.Event | None) -> None:
+        super().__init__()
+        self.caller = caller
+
+    def is_set(self) -> bool:
+        return super().is_set() or (self.caller is not None and self.caller.is_set())
 
 
 class InstanceJob:
@@ -277,6 +308,7 @@ def evaluate(
     instance_timeout_s: float | None = None,
     executor: Executor | None = None,
     seed: int | None = None,
+    limits: RunLimits | None = None,
 ) -> Summary:
     """Evaluate every instance without a result in `out/results.jsonl` (or with an infra_error one)
     and write the run's files; `claim` the directory first to have its inputs recorded and checked.
@@ -291,7 +323,8 @@ def evaluate(
     wall-clock budget (see `evaluate_instance`). `executor` runs the instances (default: `workers`
     threads here); their results come back here and only this process writes `out`. `seed`: a model
     policy's episode of each instance samples with a seed derived from it and the instance's id, so
-    the run samples the same tokens whatever order the workers take the instances in.
+    the run samples the same tokens whatever order the workers take the instances in. `limits`:
+    what the whole run may spend; reaching one stops it as `stop` does (`Summary.stopped_by` says so).
 
     Killed at any moment, the same call again ends with every instance once in `results.jsonl`:
     the directory is locked against a second live run, results are appended whole (a line cut by
@@ -302,7 +335,7 @@ def evaluate(
     run_dir.hold()
     try:
         return _evaluate(instances, policy_factory, resolver, run_dir, suite_name, record_errors, workers, on_result,
-                         rewards, on_stage, stop, instance_timeout_s, predictions, executor, seed)
+                         rewards, on_stage, stop, instance_timeout_s, predictions, executor, seed, limits)
     finally:
         run_dir.release()
 
@@ -323,18 +356,24 @@ def _evaluate(
     predictions: PredictionsFile | None,
     executor: Executor | None,
     seed: int | None,
+    limits: RunLimits | None,
 ) -> Summary:
     done = run_dir.compact_results()
     graded = to_grade(instances, predictions)
     todo = _pending(graded, done)
     lock = threading.Lock()
     policy_name = policy_factory().name
+    halt = _Stop(stop)
+    if limits is not None and limits.reached(list(done.values())):
+        halt.set()  # a resumed run whose limit was reached before: nothing starts
 
     def record(result: InstanceResult) -> None:
         write_instance_files(run_dir.instance_logs(result.instance_id), result)
         with lock:
             run_dir.append_result(result)
             done[result.instance_id] = result
+            if limits is not None and limits.reached(list(done.values())):
+                halt.set()
             if on_result:
                 on_result(result)
 
@@ -343,19 +382,32 @@ def _evaluate(
             on_stage(instance, what)
 
     work = InstanceJob(resolver, policy_factory, run_dir, rewards, instance_timeout_s, seed=seed)
-    (executor or LocalExecutor(workers)).run(todo, work, record, staged, stop)
-    run_dir.compact_results()  # a retried infra_error's earlier line goes
+    (executor or LocalExecutor(workers)).run(todo, work, record, staged, halt)
+    return finish_run(run_dir, instances, suite_name, policy_name, record_errors, predictions, limits)
 
+
+def finish_run(run_dir: RunDir, instances: list[TaskInstance], suite_name: str, policy_name: str,
+               record_errors: list[RecordError] | None = None, predictions: PredictionsFile | None = None,
+               limits: RunLimits | None = None) -> Summary:
+    """The run's totals over its results so far: `summary.json`, `preds.json` and SWE-bench's run
+    report, with `results.jsonl` compacted to one line per instance (a retried infra_error's earlier
+    line goes). `dojo eval` ends with it, and so does `dojo run`, whose one-instance run is then read
+    like any other. `limits`: the run's, named in the summary when one stopped it."""
+    done = run_dir.compact_results()
+    graded = to_grade(instances, predictions)
     ordered = [done[i.instance_id] for i in graded if i.instance_id in done]
+    not_started = len(graded) - len(ordered)
+    started = len(instances) - not_started
     counts = Counter(r.status.value for r in ordered)
     resolved = sum(r.resolved for r in ordered)
     match = predictions.match([i.instance_id for i in instances]) if predictions else None
     priced = [r.cost_usd for r in ordered if r.cost_usd is not None]
     summary = Summary(
         suite=suite_name, policy=policy_name, total=len(instances), resolved=resolved,
-        resolved_rate=resolved / len(instances) if instances else 0.0,
+        resolved_rate=resolved / started if started else 0.0,
         counts={s.value: counts.get(s.value, 0) for s in EvalStatus},
-        record_errors=[str(e) for e in record_errors or []], not_started=len(graded) - len(ordered),
+        record_errors=[str(e) for e in record_errors or []], not_started=not_started,
+        stopped_by=limits.reached(list(done.values())) if limits is not None and not_started else "",
         predictions=predictions.fingerprint if predictions else "",
         not_submitted=match.not_submitted if match else [], unmatched_predictions=match.unmatched if match else [],
         prompt_tokens=sum(r.prompt_tokens for r in ordered), completion_tokens=sum(r.completion_tokens for r in ordered),

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from swedojo.errors import BadInputError
 from swedojo.rundir import InstanceResult
 from swedojo.schema import TaskInstance
 
@@ -38,18 +39,42 @@ instance as soon as one ends rather than after a round trip to the driver."""
 RAY_OBJECT_STORE_BYTES = 100 * 1024**2
 """Object store of a Ray started here: results are small JSON; the default takes 30% of RAM in /dev/shm."""
 
+RAY_CONNECT_TIMEOUT_S = 10.0
+"""How long `--address` may take to accept a connection before the run gives up: `ray.init` itself
+retries a cluster that does not answer for ever."""
+
+
+def _host_port(address: str) -> tuple[str, int] | None:
+    """(host, port) of a `host:port` address; None for other forms (`auto`, `ray://...`)."""
+    host, _, port = address.rpartition(":")
+    return (host.strip("[]"), int(port)) if host and "://" not in host and port.isdigit() else None
+
+
+def check_listening(address: str, timeout_s: float = RAY_CONNECT_TIMEOUT_S) -> None:
+    """RayClusterError unless something accepts a TCP connection at `address` (`host:port`, or a Ray
+    client's `ray://host:port`) within `timeout_s`."""
+    where = _host_port(address.removeprefix("ray://"))
+    if where is None:
+        return
+    try:
+        socket.create_connection(where, timeout=timeout_s).close()
+    except OSError as exc:
+        why = f"nothing answered within {timeout_s:g}s" if isinstance(exc, TimeoutError) else exc.strerror or str(exc)
+        raise RayClusterError(f"no Ray cluster at {address}: {why} (is `ray start --head` running there, and is "
+                              "this its port?)") from None
+
 
 def local_ip_towards(address: str) -> str | None:
     """This machine's address on the way to the Ray cluster at `address` (`host:port`), which the
     driver gives as its node's; None for other address forms (Ray then guesses it from a route to
     the internet, which names no node of a cluster on loopback or on a private network, and its
     driver waits for minutes before it settles on one)."""
-    host, _, port = address.rpartition(":")
-    if not host or not port.isdigit():
+    where = _host_port(address)
+    if where is None:
         return None
     try:
         with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-            probe.connect((host, int(port)))  # UDP: no packet is sent, the kernel only picks the route
+            probe.connect(where)  # UDP: no packet is sent, the kernel only picks the route
             return probe.getsockname()[0]
     except OSError:
         return None
@@ -89,7 +114,7 @@ class RayUnavailableError(ExecutorError):
     """`--executor ray` without the `ray` package."""
 
 
-class RayClusterError(ExecutorError):
+class RayClusterError(ExecutorError, BadInputError):
     """No Ray cluster answers at `--address`, or one cannot be started here."""
 
 
@@ -180,9 +205,11 @@ class RayExecutor:
     results are collected here as they finish. Without `address` a Ray of `workers` CPUs is started in this
     process (and stopped after the run); with one, that cluster is joined (and left)."""
 
-    def __init__(self, address: str | None = None, workers: int = 1) -> None:
+    def __init__(self, address: str | None = None, workers: int = 1,
+                 connect_timeout_s: float = RAY_CONNECT_TIMEOUT_S) -> None:
         self.address = address
         self.workers = max(1, workers)
+        self.connect_timeout_s = connect_timeout_s
 
     def run(self, todo: Iterable[TaskInstance], work: InstanceWork, record: Record, on_stage: Staged,
             stop: threading.Event | None) -> None:
@@ -199,6 +226,8 @@ class RayExecutor:
         if ray.is_initialized():
             return False
         quiet = {"log_to_driver": False, "logging_level": "WARNING", "configure_logging": True}
+        if self.address:
+            check_listening(self.address, self.connect_timeout_s)
         try:
             if self.address:
                 ray.init(address=self.address, _node_ip_address=local_ip_towards(self.address), **quiet)
@@ -292,12 +321,15 @@ def _import_ray() -> Any:
 
 
 def executor(name: str, workers: int = 1, address: str | None = None) -> Executor:
-    """The executor called `name` (one of `EXECUTORS`)."""
+    """The executor called `name` (one of `EXECUTORS`); a Ray `address` where nothing accepts a
+    connection raises RayClusterError here, before the caller sets a run up for it."""
     if name == "local":
         if address:
             raise ValueError("--address is for --executor ray")
         return LocalExecutor(workers)
     if name == "ray":
+        if address:
+            check_listening(address)
         return RayExecutor(address, workers)
     raise ValueError(f"unknown --executor {name!r}; choose {' or '.join(EXECUTORS)}")
 

@@ -101,7 +101,7 @@ def _read_run(run_dir: RunDir) -> tuple[RunManifest | None, Summary | None]:
     if not run_dir.root.is_dir():
         raise NotARunDirError(f"{run_dir.root} is not a directory")
     if not run_dir.manifest.is_file() and not run_dir.results.is_file():
-        raise NotARunDirError(f"{run_dir.root} is not a run directory of `dojo eval` (it has no "
+        raise NotARunDirError(f"{run_dir.root} is not a run directory of `dojo eval` or `dojo run` (it has no "
                               f"{run_dir.manifest.name} and no {run_dir.results.name})")
     manifest = None
     if run_dir.manifest.is_file():

@@ -49,8 +49,18 @@ def resolve_repo(repo: str, mirror: Path | None = None, cache_dir: Path | None =
             except git.GitCommandError as exc:
                 raise RepoNotFoundError(f"{repo}: clone failed: {exc.stderr.strip()}") from exc
         return target
-    where = f" (looked in mirror {mirror})" if mirror else ""
-    raise RepoNotFoundError(f"{repo}: no such repository{where}")
+    raise RepoNotFoundError(f"{repo}: no such repository{_mirror_layout(repo, mirror) if mirror else ''}")
+
+
+def _mirror_layout(repo: str, mirror: Path) -> str:
+    """Why `mirror` did not have `repo`, naming the layout it must have: `MIRROR/owner/name[.git]`."""
+    owner, _, name = repo.rpartition("/")
+    wanted = "--mirror wants one directory per repository at MIRROR/owner/name or MIRROR/owner/name.git"
+    if not mirror.is_dir():
+        return f" (mirror {mirror} is not a directory; {wanted})"
+    flat = [p for p in (mirror / name, mirror / f"{name}.git", mirror / f"{owner}__{name}") if name and p.is_dir()]
+    found = f", but {flat[0]} is there: move it to {mirror / owner / name}" if flat and owner else ""
+    return f" (looked for {mirror / repo} and {mirror / repo}.git; {wanted}{found})"
 
 
 def cache_root() -> Path:

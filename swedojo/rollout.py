@@ -19,8 +19,9 @@ from typing import TYPE_CHECKING, Any
 import git
 from pydantic import BaseModel, PrivateAttr
 
+from swedojo import __version__
 from swedojo.agent.backends import ModelBackend
-from swedojo.agent.base import Policy, RunContext
+from swedojo.agent.base import Interrupted, Policy, RunContext
 from swedojo.agent.loop import AgentConfig, ModelPolicy
 from swedojo.progress import stage
 from swedojo.repolaunch.errors import AnalyseError, LaunchError
@@ -28,8 +29,15 @@ from swedojo.repos import resolve_repo
 from swedojo.rewards.compose import RewardConfig, compose
 from swedojo.rewards.grading import grade, graded_paths, in_fresh_sandbox
 from swedojo.rewards.score import score
+from swedojo.rewards.swebench_reports import write_instance_files
 from swedojo.rewards.tiers import TIERS, BaselineCache, TierInput, run_tiers
-from swedojo.rundir import InstanceResult, IssueRunDir
+from swedojo.rundir import (
+    InstanceResult,
+    IssueRunDir,
+    RunManifest,
+    suite_sha256,
+    write_atomic,
+)
 from swedojo.sandboxes.base import Sandbox, SandboxConfig
 from swedojo.sandboxes.environment import Environment, default_python_env
 from swedojo.schema import (
@@ -37,6 +45,7 @@ from swedojo.schema import (
     EvalStatus,
     ExitStatus,
     RewardReport,
+    Step,
     TaskInstance,
     TierScore,
     Trajectory,
@@ -217,10 +226,15 @@ def read_issue(issue: str) -> str:
 class IssueRun(BaseModel):
     """What `dojo run` produced."""
 
+    instance: TaskInstance
+    """The issue as a task of one instance (no tests)."""
     trajectory: Trajectory
-    """The agent's run."""
+    """The agent's run; `exit_status` `interrupted` when Ctrl-C stopped it."""
     report: RewardReport
-    """Format and static tiers scored; the test tiers listed as not scored, with the reason."""
+    """Format and static tiers scored; the test tiers listed as not scored, with the reason. Nothing
+    scored for an interrupted run."""
+    result: InstanceResult
+    """The run's one line of `results.jsonl`."""
     environment: EnvSpec
     """The environment the agent worked in."""
 
@@ -230,47 +244,96 @@ ISSUE_REWARD = RewardConfig(weights={"format": 1.0, "static": 1.0})
 NO_TESTS = "a raw issue names no test that checks the fix (no FAIL_TO_PASS); evaluate it as a task for that"
 
 
+def _watched(save: Callable[[Trajectory], None], on_step: Callable[[Step], None] | None) -> Callable[[Trajectory], None]:
+    """`save`, and each step the trajectory gained since the last call handed to `on_step` (the
+    console's live view of the agent), in order, once."""
+    shown = [0]
+
+    def checkpoint(trajectory: Trajectory) -> None:
+        save(trajectory)
+        if on_step is not None:
+            for step in trajectory.steps[shown[0]:]:
+                on_step(step)
+        shown[0] = len(trajectory.steps)
+
+    return checkpoint
+
+
 def run_issue(repo: str, text: str, model: ModelBackend, out: Path, *, commit: str = "", backend: str = "local",
               agent: AgentConfig | None = None, mirror: Path | None = None, spec: EnvSpec | None = None,
-              launch: bool = True) -> IssueRun:
-    """`dojo run`: the model policy on one issue (its text) of one repo; patch, trajectory and report into `out`.
+              launch: bool = True, source: str = "issue", on_step: Callable[[Step], None] | None = None) -> IssueRun:
+    """`dojo run`: the model policy on one issue (its text) of one repo, into `out` as a run directory
+    of one instance (`IssueRunDir`: run.json first, the trajectory after every step, then the
+    result, SWE-bench's files and `patch.diff`); `evaluate.finish_run` adds the run's totals.
 
     The agent works in the repository's own environment: `spec` (from `dojo launch`), else one
     launched now with RepoLaunch into `out/environment` (a failure raises its `LaunchError`, but a
     repo with no build or dependency file gets the plain pytest environment); without `launch`,
-    the plain pytest environment.
+    the plain pytest environment. `source`: where the text came from, the run's suite name.
+    `on_step` hears each step as it is done. Ctrl-C while the agent works ends the run as
+    `interrupted`, its steps and diff so far kept and recorded, nothing scored; an `out` that holds
+    a run already is refused (IssueError).
     """
-    source = resolve_repo(repo, mirror)
+    start = time.monotonic()
+    source_dir = resolve_repo(repo, mirror)
     try:
-        sha = git.Repo(source).commit(commit or "HEAD").hexsha
+        sha = git.Repo(source_dir).commit(commit or "HEAD").hexsha
     except (git.BadName, ValueError) as exc:
         raise IssueError(f"{repo}: no commit {commit or 'HEAD'!r}") from exc
-    name = source.name.removesuffix(".git")
-    instance = TaskInstance(instance_id=f"{name}-{sha[:8]}", repo=str(source), base_commit=sha, problem_statement=text)
-    out.mkdir(parents=True, exist_ok=True)
+    name = source_dir.name.removesuffix(".git")
+    instance = TaskInstance(instance_id=f"{name}-{sha[:8]}", repo=str(source_dir), base_commit=sha, problem_statement=text)
+    agent = agent or AgentConfig()
+    files = IssueRunDir(out)
+    files.hold()
+    try:
+        if files.taken():
+            raise IssueError(f"{out} holds a run already: use another --out")
+        write_atomic(files.manifest, RunManifest(
+            suite=source, suite_sha256=suite_sha256([instance]), policy=ModelPolicy.name, model=model.name,
+            rewards=ISSUE_REWARD.model_dump_json(exclude_none=True), temperature=agent.sampling.temperature,
+            swedojo_version=__version__).model_dump_json(indent=1))
+        env = _issue_environment(instance, source_dir, out, backend, mirror, spec, launch)
+        path = files.trajectory(instance.instance_id)
+        run = RunContext(spec=env.spec, checkpoint=_watched(_checkpointer(path), on_step), group_id=instance.instance_id,
+                         files_dir=path.with_name(f"{path.stem}.files"))
+        stage("the agent at work")
+        try:
+            with env.open(instance.base_commit) as sandbox:
+                trajectory = ModelPolicy(model, agent).solve(instance, sandbox, run)
+        except Interrupted as stopped:
+            trajectory = stopped.trajectory
+        run.checkpoint(trajectory)
+        files.patch.write_text(trajectory.patch, encoding="utf-8")
+        if trajectory.exit_status == ExitStatus.INTERRUPTED:
+            report = RewardReport(instance_id=instance.instance_id, status=EvalStatus.NOT_GRADED,
+                                  error=f"interrupted ({trajectory.stopped_by}): nothing was scored")
+        else:
+            stage("format and static checks")
+            report = _format_and_static(env, instance, trajectory)
+        result = InstanceResult(
+            instance_id=instance.instance_id, repo=instance.repo, policy=ModelPolicy.name, status=report.status,
+            resolved=False, exit_status=trajectory.exit_status, error=report.error, patch=trajectory.patch, report=report,
+            duration_s=time.monotonic() - start, **spent(trajectory))
+        write_instance_files(files.instance_logs(instance.instance_id), result)
+        files.append_result(result)
+    finally:
+        files.release()
+    return IssueRun(instance=instance, trajectory=trajectory, report=report, result=result, environment=env.spec)
+
+
+def _issue_environment(instance: TaskInstance, source: Path, out: Path, backend: str, mirror: Path | None,
+                       spec: EnvSpec | None, launch: bool) -> Environment:
+    """The environment `run_issue` puts the agent in (see there)."""
     if spec is not None:
         from swedojo.repolaunch.launch import environment
 
-        env = environment(spec, source)
-    else:
-        stage("launching the environment (RepoLaunch)" if launch else "opening a sandbox")
-        resolver = EnvironmentResolver(backend=backend, mirror=mirror, launch=launch, launch_dir=out / "environment")
-        try:
-            env = resolver.resolve(instance)
-        except AnalyseError:  # no build or dependency file: nothing to install, the plain environment runs it
-            env = EnvironmentResolver(backend=backend, mirror=mirror).resolve(instance)
-    files = IssueRunDir(out)
-    save = _checkpointer(files.trajectory)
-    policy = ModelPolicy(model, agent)
-    stage("the agent at work")
-    with env.open(instance.base_commit) as sandbox:
-        trajectory = policy.solve(instance, sandbox, RunContext(spec=env.spec, checkpoint=save))
-    save(trajectory)
-    files.patch.write_text(trajectory.patch, encoding="utf-8")
-    stage("format and static checks")
-    report = _format_and_static(env, instance, trajectory)
-    files.report.write_text(report.model_dump_json(indent=1), encoding="utf-8")
-    return IssueRun(trajectory=trajectory, report=report, environment=env.spec)
+        return environment(spec, source)
+    stage("launching the environment (RepoLaunch)" if launch else "opening a sandbox")
+    resolver = EnvironmentResolver(backend=backend, mirror=mirror, launch=launch, launch_dir=out / "environment")
+    try:
+        return resolver.resolve(instance)
+    except AnalyseError:  # no build or dependency file: nothing to install, the plain environment runs it
+        return EnvironmentResolver(backend=backend, mirror=mirror).resolve(instance)
 
 
 def _format_and_static(env: Environment, instance: TaskInstance, trajectory: Trajectory) -> RewardReport:

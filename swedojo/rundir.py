@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ValidationError
 
-from swedojo.schema import EvalStatus, ExitStatus, RewardReport
+from swedojo.schema import EvalStatus, ExitStatus, RewardReport, TaskInstance
 
 
 def file_name(identifier: str) -> str:
@@ -29,6 +29,14 @@ def file_name(identifier: str) -> str:
     if safe == identifier and safe and not safe.startswith("."):
         return safe
     return f"{safe.lstrip('.')}-{hashlib.sha256(identifier.encode()).hexdigest()[:10]}"
+
+
+def suite_sha256(instances: list[TaskInstance]) -> str:
+    """A content hash of the selected instances, in order: the same suite name may hold other tasks."""
+    digest = hashlib.sha256()
+    for instance in instances:
+        digest.update(instance.model_dump_json().encode())
+    return digest.hexdigest()
 
 
 class InstanceResult(BaseModel):
@@ -115,7 +123,7 @@ _held_lock = threading.Lock()
 
 @dataclass(frozen=True)
 class RunDir:
-    """A `dojo eval` run directory; an existing one is resumed."""
+    """A run directory of `dojo eval` (an existing one is resumed) or of `dojo run` (`IssueRunDir`)."""
 
     root: Path
 
@@ -253,22 +261,21 @@ class RunDir:
 
 
 @dataclass(frozen=True)
-class IssueRunDir:
-    """What `dojo run` writes for one issue."""
-
-    root: Path
-
-    @property
-    def trajectory(self) -> Path:
-        """The agent's Trajectory, saved after every step."""
-        return self.root / "trajectory.json"
+class IssueRunDir(RunDir):
+    """What `dojo run` writes for one issue: a run directory of one instance, in the shape `dojo eval`
+    writes (run.json, results.jsonl, trajectories/, summary.json), so that `dojo report`, `dojo
+    export` and `dojo mismatch` read it as any run; and the patch at its top, for `git apply`."""
 
     @property
     def patch(self) -> Path:
-        """The final diff."""
+        """The final diff (the same as `logs/<instance_id>/patch.diff`)."""
         return self.root / "patch.diff"
 
+    def taken(self) -> bool:
+        """Whether a run was begun here already: a one-off run is never resumed nor mixed with another."""
+        return self.manifest.is_file() or self.results.is_file()
+
     @property
-    def report(self) -> Path:
-        """The RewardReport of the format and static tiers."""
-        return self.root / "report.json"
+    def legacy_trajectory(self) -> Path:
+        """Where `dojo run` saved its trajectory before it wrote a run directory; still read."""
+        return self.root / "trajectory.json"

@@ -422,6 +422,10 @@ class ExitStatus(str, Enum):
     LIMIT_COST = "limit_cost"
     INFRA_ERROR = "infra_error"
     RUNNING = "running"
+    INTERRUPTED = "interrupted"
+    """Stopped by the operator (Ctrl-C) mid-run: neither the agent's ending nor a limit's; the
+    trajectory holds the steps done and the work tree's diff so far (`RUNNING` is what a killed
+    process leaves, with no ending at all)."""
 
 
 class Trajectory(BaseModel):
@@ -453,7 +457,7 @@ class Trajectory(BaseModel):
     """Why the run ended."""
     stopped_by: str = ""
     """The limit that ended the run and its setting, e.g. `3 turns in a row without a valid tool call
-    (limit max_format_errors=3)`; empty when no limit did."""
+    (limit max_format_errors=3)`, or the operator's Ctrl-C (`interrupted`); empty when neither did."""
     patch: str = ""
     """The submitted diff against base_commit."""
     error: str = ""

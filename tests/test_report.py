@@ -156,7 +156,7 @@ MANIFEST = RunManifest(suite="demo", suite_sha256="0" * 64, policy="gold", rewar
 
 @pytest.mark.parametrize("files, error", [
     (None, "run is not a directory"),
-    ({}, "run is not a run directory of `dojo eval` (it has no run.json and no results.jsonl)"),
+    ({}, "run is not a run directory of `dojo eval` or `dojo run` (it has no run.json and no results.jsonl)"),
     ({"run.json": "{"}, "run.json is not a run manifest (Invalid JSON: EOF while parsing an object"),
     ({"run.json": '{"suite": "demo"}'}, "run.json is not a run manifest (suite_sha256: Field required)"),
     ({"run.json": MANIFEST}, "run has no results yet (results.jsonl is missing: no instance has finished)"),

@@ -39,6 +39,17 @@ class RunContext:
     the same tokens however many others run beside it; None: the backend's own random stream."""
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during a policy's run, carrying its trajectory closed as `interrupted` (steps done,
+    the work tree's diff so far, checkpointed). Still a KeyboardInterrupt, so a caller that only
+    wants to stop at once (`dojo eval`'s second Ctrl-C) stops as before; one that keeps runs
+    (`dojo run`) records the trajectory."""
+
+    def __init__(self, trajectory: Trajectory) -> None:
+        super().__init__()
+        self.trajectory = trajectory
+
+
 def derived_seed(*parts: object) -> int:
     """A 63-bit seed from `parts` (stable across runs and machines, unlike `hash`)."""
     return int.from_bytes(hashlib.sha256("/".join(map(str, parts)).encode()).digest()[:8], "big") >> 1

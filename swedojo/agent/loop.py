@@ -30,7 +30,7 @@ from swedojo.agent.backends import (
     SamplingParams,
     TransientBackendError,
 )
-from swedojo.agent.base import RunContext, derived_seed
+from swedojo.agent.base import Interrupted, RunContext, derived_seed
 from swedojo.sandboxes.base import Sandbox, SandboxError
 from swedojo.schema import EnvSpec, ExitStatus, Step, TaskInstance, ToolCall, Trajectory
 from swedojo.testrun.command import selects_tests
@@ -236,10 +236,15 @@ class ModelPolicy:
             episode.sandbox_lost = True
         except BackendError as exc:  # the model could not answer (a server error, a script run out): not the agent's doing
             status, episode.trajectory.error = ExitStatus.INFRA_ERROR, f"model backend: {type(exc).__name__}: {exc}"
+        except KeyboardInterrupt:  # the operator's Ctrl-C: keep what was done, then stop as asked
+            status = ExitStatus.INTERRUPTED
         finally:
             self.backend.release(episode.conversation)
             episode.tools.close()
-        return self.finish(episode, status)
+        trajectory = self.finish(episode, status)
+        if status == ExitStatus.INTERRUPTED:
+            raise Interrupted(trajectory)
+        return trajectory
 
     def start(self, instance: TaskInstance, sandbox: Sandbox, run: RunContext) -> Episode:
         """The prompts, an empty trajectory and the conversation they open."""
@@ -414,6 +419,8 @@ class ModelPolicy:
                     f"(limit max_format_errors={limits.max_format_errors})")
         if status == ExitStatus.TIMEOUTS:
             return f"{episode.timeouts} turns in a row with a timed-out tool call (limit max_timeouts={limits.max_timeouts})"
+        if status == ExitStatus.INTERRUPTED:
+            return f"Ctrl-C (SIGINT) after {len(episode.trajectory.steps)} steps"
         return ""
 
     @staticmethod

@@ -14,9 +14,10 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
+from swedojo.errors import BadInputError, output_dir
 from swedojo.progress import shown
 from swedojo.repolaunch.buildlog import BuildLog
-from swedojo.repolaunch.errors import LaunchError, RebuildMismatchError
+from swedojo.repolaunch.errors import LaunchError, RebuildMismatchError, ResolveError
 from swedojo.repolaunch.fallback import SetupAgent
 from swedojo.repolaunch.launch import (
     BACKENDS,
@@ -101,7 +102,7 @@ def launch_command(agents: AgentFactory | None = None) -> Callable[..., None]:
         if agent_model and agents is None:
             raise typer.BadParameter("this command has no setup agent to run", param_hint="--agent-model")
         agent = agents(agent_model, agent_budget, api_key_env) if agent_model and agents else None
-        out.mkdir(parents=True, exist_ok=True)
+        output_dir(out)
         spec_path = out / "envspec.json"
         if not (rebuild_ and spec_path.is_file()):
             _launch(repo, out, commit, chosen, mirror, agent)
@@ -119,6 +120,8 @@ def _launch(repo: str, out: Path, commit: str, backend: str, mirror: Path | None
             spec = launch(repo, out, commit=commit, backend=backend, mirror=mirror, agent=agent, log=log)
     except UnsupportedBackendError as exc:
         raise typer.BadParameter(str(exc), param_hint="--backend") from exc
+    except ResolveError as exc:  # no such repository or commit: the user's to fix, as for every command
+        raise BadInputError(exc.message) from None
     except LaunchError as exc:
         raise _fail(exc) from exc
     finally:

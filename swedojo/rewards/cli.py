@@ -23,7 +23,7 @@ class ExportFormat(str, Enum):
 
 def export_command(
     run_dirs: list[Path] = typer.Argument(
-        ..., help="`dojo eval` run directories; several over one suite are several rollouts per task."
+        ..., help="Run directories of `dojo eval` or `dojo run`; several over one suite are several rollouts per task."
     ),
     fmt: ExportFormat = typer.Option(
         ..., "--format", help="messages (chat JSONL for SFT) or tokens (RL records, JSONL + Parquet)."

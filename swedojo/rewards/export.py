@@ -7,7 +7,8 @@ their instance id. The reward of a trajectory is its instance's `report.reward` 
 results.jsonl, so several runs must have been scored alike (`run.json` rewards), else one patch
 would carry two rewards. Runs that ended in infra_error are skipped: not the agent's doing, so no signal;
 so are not_scorable ones (a listed test cannot run in the environment, with the reference patch
-too: their 0.0 is no verdict) and timed_out ones (the budget covers grading too, so the time may not have been the agent's).
+too: their 0.0 is no verdict), timed_out ones (the budget covers grading too, so the time may not have been the agent's)
+and interrupted ones (the operator's Ctrl-C cut them short; nothing was scored).
 
 `tokens` records never re-tokenise text: they are the ids the engine sampled. Field mapping:
 
@@ -67,6 +68,7 @@ SLIME_STATUS: dict[ExitStatus, str] = {
     ExitStatus.TIMEOUTS: "failed",
     ExitStatus.INFRA_ERROR: "aborted",
     ExitStatus.RUNNING: "aborted",
+    ExitStatus.INTERRUPTED: "aborted",
 }
 """Why a run ended -> slime's `Sample.Status` value."""
 
@@ -247,7 +249,7 @@ def load_samples(run_dirs: Sequence[Path]) -> tuple[list[Sample], list[Refusal],
         raise RunDirError(f"run directories must have distinct names (sample ids use them): {', '.join(names)}")
     for root in run_dirs:
         if not RunDir(root).results.is_file():
-            raise RunDirError(f"{root}: no {RunDir(root).results.name}; not a `dojo eval` run directory")
+            raise RunDirError(f"{root}: no {RunDir(root).results.name}; not a run directory of `dojo eval` or `dojo run`")
     _check_scored_alike(run_dirs)
     samples: list[Sample] = []
     refused: list[Refusal] = []
@@ -271,6 +273,9 @@ def load_samples(run_dirs: Sequence[Path]) -> tuple[list[Sample], list[Refusal],
                 skipped.append(Refusal(sample_id=sample_id, reason=f"not_scorable: {result.error}"))
             elif result.status == EvalStatus.TIMED_OUT:
                 skipped.append(Refusal(sample_id=sample_id, reason=f"timed_out: {result.error}"))
+            elif trajectory.exit_status == ExitStatus.INTERRUPTED:
+                skipped.append(Refusal(sample_id=sample_id, reason=f"interrupted: {trajectory.stopped_by}, not the "
+                                                                   "agent's ending, so its reward is no verdict"))
             else:
                 samples.append(Sample(sample_id=sample_id, trajectory=trajectory, result=result))
     return samples, refused, skipped

@@ -13,7 +13,7 @@ from pathlib import Path
 import torch
 from pydantic import BaseModel
 
-from swedojo.rundir import IssueRunDir, RunDir
+from swedojo.rundir import IssueRunDir
 from swedojo.schema import LogprobKind, Trajectory
 
 ICEPOP_ALPHA, ICEPOP_BETA = 0.5, 5.0
@@ -43,11 +43,12 @@ class MismatchReport(BaseModel):
 
 
 def load_trajectories(run_dir: Path) -> list[Trajectory]:
-    """Trajectories of an eval run (`trajectories/*.json`) or of a `dojo run` (`trajectory.json`)."""
-    eval_dir, issue_dir = RunDir(run_dir), IssueRunDir(run_dir)
-    paths = eval_dir.trajectory_files() or [p for p in [issue_dir.trajectory] if p.is_file()]
+    """Trajectories of a run (`trajectories/*.json`, `dojo eval`'s or `dojo run`'s), or of a `dojo run`
+    made before it wrote a run directory (`trajectory.json`)."""
+    run = IssueRunDir(run_dir)
+    paths = run.trajectory_files() or [p for p in [run.legacy_trajectory] if p.is_file()]
     if not paths:
-        raise MismatchError(f"{run_dir}: no trajectories (expected {eval_dir.trajectories.name}/*.json or {issue_dir.trajectory.name})")
+        raise MismatchError(f"{run_dir}: no trajectories (expected {run.trajectories.name}/*.json)")
     return [Trajectory.model_validate_json(p.read_text(encoding="utf-8")) for p in paths]
 
 

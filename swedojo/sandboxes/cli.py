@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import shlex
+import subprocess
 from pathlib import Path
 
 import typer
@@ -27,7 +29,9 @@ sandbox_app = typer.Typer(
 )
 
 CommandArg = typer.Argument(
-    ..., help="The command, after `--`; run by bash in the work tree."
+    ..., help="The command, after `--`, run by bash in the work tree: one word is a command line as "
+    "bash reads it (`-- 'make && make test'`), several are the program and its arguments, each passed as it is "
+    "(`-- sh -c \"grep -q 'a b' f\"`)."
 )
 BackendOpt = typer.Option(
     "",
@@ -39,7 +43,8 @@ EnvOpt = typer.Option(
     None, "--env", help="EnvSpec JSON file: image, workdir, env vars, repo and commit."
 )
 RepoOpt = typer.Option(
-    "", "--repo", help="Repository (path or URL) to check out into the work tree."
+    "", "--repo", help="Repository (path or URL) to check out into the work tree (local backend, default: the "
+    "repository of the current directory)."
 )
 CommitOpt = typer.Option(
     "", "--commit", help="Commit to check out (default: the EnvSpec's, else HEAD)."
@@ -71,6 +76,8 @@ def _open(
             )
             repo, commit = repo or spec.repo, commit or spec.commit
         backend = backend or "local"
+        if backend == "local" and not repo:  # its work tree is always a checkout: of the repository here
+            repo = _current_repository()
         source = resolve_repo(repo) if repo else None
         config = SandboxConfig(network=network, command_timeout_s=timeout, env=env_vars)
         sandbox = open_sandbox(
@@ -97,6 +104,21 @@ def _open(
     ) as exc:
         typer.echo(f"error: {inert(str(exc))}", err=True)
         raise typer.Exit(2) from None
+
+
+def _current_repository() -> str:
+    """The top of the git work tree the command runs in (the local backend checks out its HEAD)."""
+    found = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=False)
+    if found.returncode != 0:
+        raise ValueError("the local backend checks out a repository into its work tree: give --repo PATH-or-URL "
+                         "or --env ENVSPEC, or run the command inside a git repository")
+    return found.stdout.strip()
+
+
+def command_line(words: list[str]) -> str:
+    """What bash runs for the words after `--`: one word is a command line already; several are an
+    argv, each quoted, so `sh -c "grep -q 'a b' f"` reaches sh as three arguments."""
+    return words[0] if len(words) == 1 else shlex.join(words)
 
 
 _CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -128,7 +150,7 @@ def exec_command(
 ) -> None:
     """Run one command in a fresh sandbox; its output is printed and its exit code returned (124: timed out)."""
     with _open(backend, image, env, repo, commit, network, timeout) as sandbox:
-        result = sandbox.exec(" ".join(command))
+        result = sandbox.exec(command_line(command))
     _show(result.output)
     raise typer.Exit(124 if result.timed_out else result.exit_code or 0)
 

@@ -93,9 +93,17 @@ def test_second_launch_is_a_cache_hit(launched: dict, env_cache: Path) -> None:
 
 
 def test_instance_sandbox_on_a_later_commit(launched: dict) -> None:
-    """How eval uses a launched environment: a fresh prepared sandbox at an instance's commit."""
+    """How eval uses a launched environment: a fresh prepared sandbox at an instance's commit. It
+    shows the dependency layer with its pip and its Python, and of the harness's package nothing:
+    its bundled suites hold gold patches."""
+    import swedojo
+
+    gold = Path(swedojo.__file__).resolve().parent / "datasets" / "bundled" / "demo" / "tasks.jsonl"
     with sandbox_at_a_later_commit(launched) as sandbox:
         assert sandbox.diff() == ""  # the repo layer's egg-info stays out of patches
+        result = sandbox.exec('pip --version && pip list 2>/dev/null | grep -c "^pytest " && ls "$SWEDOJO_ENV"/venv/bin/python')
+        assert result.ok and result.output.startswith("pip ") and "\n1\n" in result.output, result.output
+        assert gold.is_file() and sandbox.exec(f"cat {gold}").exit_code != 0
 
 
 def test_not_a_repo(tmp_path: Path) -> None:
@@ -200,8 +208,10 @@ def test_cli(launched: dict, tmp_path: Path, env_cache: Path, monkeypatch: pytes
     ok = runner.invoke(app, args)
     assert ok.exit_code == 0, ok.output
     assert (tmp_path / "a" / "envspec.json").is_file() and "environment ready" in ok.output
-    bad = runner.invoke(app, [str(tmp_path / "nowhere"), "--out", str(tmp_path / "b")])
-    assert bad.exit_code == 1 and "stage resolve" in bad.output
+    from swedojo.cli import app as dojo
+
+    bad = runner.invoke(dojo, ["launch", str(tmp_path / "nowhere"), "--out", str(tmp_path / "b")])
+    assert bad.exit_code == 2 and bad.output == f"error: {tmp_path / 'nowhere'}: no such repository\n"
     assert issubclass(ResolveError, LaunchError)
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from launch_helpers import C_OK, DATE
 
+from swedojo.rundir import RunDir
 from swedojo.schema import ToolCall, Trajectory
 from swedojo.tools.formats import get_format
 
@@ -37,7 +38,8 @@ def _run(repo: Path, tmp_path: Path, cache: Path, *more: str) -> tuple[subproces
     run = _dojo("run", "--repo", str(repo), "--issue", str(tmp_path / "issue.md"), "--model", f"scripted:{script}",
                 "--out", str(out), *more, cache=cache)
     assert run.returncode == 0, run.stdout + run.stderr
-    return run, Trajectory.model_validate_json((out / "trajectory.json").read_text())
+    [path] = RunDir(out).trajectory_files()
+    return run, Trajectory.model_validate_json(path.read_text())
 
 
 def test_run_works_in_the_environment_of_a_launch_given_with_env(make_repo, tmp_path: Path, env_cache: Path) -> None:
@@ -59,7 +61,8 @@ def test_run_launches_the_repos_environment_and_its_report_says_what_was_scored(
     spec = json.loads(launched.read_text())
     assert spec["language"] == "c" and spec["test_status"] == {"fine": "PASSED"}
     assert f"env={spec['env_vars']['SWEDOJO_ENV']}\n" in trajectory.steps[0].observation  # not the harness's Python
-    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    [result] = RunDir(tmp_path / "run").read_results().values()
+    report = result.report.model_dump(mode="json")
     assert report["status"] == "not_graded"
     assert [(t["name"], t["scored"]) for t in report["tiers"]] == [
         ("format", True), ("static", False), ("tests", False), ("verification", False),

@@ -22,7 +22,8 @@ def test_every_ratio_is_within_one_percent(tmp_path, arch):
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert report["tokens"] > 0
-    trajectory = json.loads((out / "trajectory.json").read_text())
+    [path] = (out / "trajectories").glob("*.json")  # a run directory, as `dojo eval` writes one
+    trajectory = json.loads(path.read_text())
     assert not any(s["usage"].get("prompt_reset") for s in trajectory["steps"])  # each prompt extended the last
     assert trajectory["policy_version"].startswith("sha256:")  # the weights the tokens came from
     assert {s["logprob_kind"] for s in trajectory["steps"]} == {"raw"}  # greedy: the model's own distribution

@@ -31,7 +31,9 @@ def gen_command(
     out: Path = typer.Option(None, help="Output directory (default gen/<owner>__<name>); an existing one is resumed."),
     seed: int = typer.Option(0, help="Seed of the candidate sampling: the same seed gives the same suite."),
     max_tasks: int = typer.Option(20, "--max-tasks", "--limit", help="Stop once this many validated tasks are kept."),
-    rev_range: str = typer.Option(None, "--range", help="History: only commits in A..B."),
+    rev_range: str = typer.Option(None, "--range", help="History: only commits in A..B (default: the last --last)."),
+    last: int = typer.Option(200, "--last", min=1, help="History: walk HEAD's last N first-parent commits, newest "
+                             "first."),
     mirror: Path = typer.Option(None, help="Directory of local repos as owner/name, for REPO given as owner/name."),
     issues_dir: Path = typer.Option(None, help="History: issue texts as N.md / N.txt / N.json, for commits naming #N."),
     max_candidates: int = typer.Option(None, help="Stop after evaluating this many new candidates (rerun to continue)."),
@@ -60,7 +62,8 @@ def gen_command(
         out = out or Path("gen") / repo_name(repo, resolve_repo(repo, mirror)).replace("/", "__")
         sandbox_backend(backend)  # an unknown name fails here, before anything is built
         settings = GenSettings(out=out, seed=seed, max_tasks=max_tasks, max_candidates=max_candidates, max_minutes=max_minutes,
-                               timeout_s=timeout, rev_range=rev_range, issues_dir=issues_dir, combine=combine,
+                               timeout_s=timeout, rev_range=rev_range, history_commits=last, issues_dir=issues_dir,
+                               combine=combine,
                                workers=workers, backend=backend, launch=launch, pool=pool)
         console.print(f"generating up to {max_tasks} tasks from {repo} by {mode} (seed {seed}) -> {out}")
         with shown(console, lambda: _journal_progress(out)):
@@ -84,6 +87,13 @@ def gen_command(
     state = "stopped at --max-candidates or --max-minutes; rerun to continue" if counts.interrupted else "done"
     console.print(f"{len(result.instances)} tasks from {result.repo} ({counts.evaluated} candidates evaluated, "
                   f"{counts.reused} replayed from the journal): {state}")
+    if not result.instances:  # an empty suite is no success, and `dojo eval` of it would say nothing
+        where = f"commits {rev_range}" if rev_range else f"the last {last} commits"
+        tried = f"in {where} of its history; try --range A..B or --last N" if mode == "history" else \
+            "from its mutants; try another --seed or more --max-candidates"
+        console.print(f"[red]no tasks[/red]: {mode} made none from {result.repo} {tried}" +
+                      (" (or rerun to continue)" if counts.interrupted else ""))
+        raise typer.Exit(1)
     console.print(f"suite: {result.suite}  ({result.report.kept} tasks, {result.report.tasks_per_min} tasks/min)  "
                   f"repos: {out / 'repos'}  yield: {out / 'yield.json'}")
     console.print(f"evaluate: dojo eval --suite {result.suite} --policy gold")

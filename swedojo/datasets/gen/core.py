@@ -89,11 +89,27 @@ class Target(BaseModel):
         return self.out / "repos" / self.repo
 
 
+_REMOTE_URL = re.compile(r"^(?:(?:https?|ssh|git)://(?:[^@/]+@)?[^/]+/|[\w.-]+@[\w.-]+:)(?P<path>[^:]+?)(?:\.git)?/*$")
+"""An https, ssh or git URL (`https://github.com/o/n.git`, `ssh://git@host:22/o/n`), or scp-like `git@host:o/n.git`."""
+
+
+def remote_name(source: Path) -> str | None:
+    """`owner/name` from the URL of `source`'s `origin` remote; None without one, or for a local path."""
+    try:
+        url = git(source, "config", "--get", "remote.origin.url").strip()
+    except GitError:
+        return None
+    match = _REMOTE_URL.match(url)
+    parts = match["path"].strip("/").split("/") if match else []
+    return "/".join(parts[-2:]) if len(parts) >= 2 else None
+
+
 def repo_name(repo: str, source: Path) -> str:
-    """`owner/name` for a repo given as `owner/name` or as a path (its last two directories)."""
+    """`owner/name` for a repo given as `owner/name`, else as its `origin` remote names it (a clone's
+    directory says nothing of its project: `~/src/checkout`), else the path's last two directories."""
     if re.fullmatch(r"[\w.-]+/[\w.-]+", repo) and not Path(repo).is_dir():
         return repo.removesuffix(".git")
-    return f"{source.parent.name}/{source.name.removesuffix('.git')}"
+    return remote_name(source) or f"{source.parent.name}/{source.name.removesuffix('.git')}"
 
 
 def prepare_repo(target: Target, commits: list[str]) -> Path:

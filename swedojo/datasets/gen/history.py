@@ -123,22 +123,24 @@ def _mine(target: Target, settings: GenSettings, env: Environment, sha: str, par
 
 
 def generate_history(target: Target, settings: GenSettings, counts: RunCounts) -> None:
-    """Walk the first-parent history (oldest first) until `settings.max_tasks` tasks are kept.
+    """Walk the first-parent history, newest first, until `settings.max_tasks` tasks are kept: the
+    commits of `settings.rev_range`, else HEAD's last `settings.history_commits`.
 
-    Every commit is judged in the environment of the walk's last commit (as SWE-bench shares one
+    Every commit is judged in the environment of the walk's newest commit (as SWE-bench shares one
     environment between the instances of a version); one whose project does not build there (its
     build backend changed) gets an environment launched for it. Dependencies that differ in a way
     the build does not notice make a commit yield no task, never a wrong one."""
-    walk = settings.rev_range or "HEAD"
-    lines = git(target.source, "log", "--reverse", "--first-parent", "--format=%H %P", walk).splitlines()
+    walk = [settings.rev_range] if settings.rev_range else [f"--max-count={settings.history_commits}", "HEAD"]
+    lines = git(target.source, "log", "--first-parent", "--format=%H %P", *walk).splitlines()
     if not lines:
         return
     commits = [(line.split()[0], line.split()[1:]) for line in lines]
-    prepare_repo(target, [commits[-1][0]])
+    tip = commits[0][0]
+    prepare_repo(target, [tip])
     journal = Journal(target.out / "journal" / f"{target.slug}.history.jsonl",
-                      Header(repo=target.repo, mode=STRATEGY, tip=commits[-1][0], seed=0,  # no sampling here
+                      Header(repo=target.repo, mode=STRATEGY, tip=tip, seed=0,  # no sampling here
                              backend=settings.backend, launch=settings.launch))
-    with run_environment(target, commits[-1][0], target.repo_dir, settings) as env:
+    with run_environment(target, tip, target.repo_dir, settings) as env:
         jobs = (journal.entries.get(sha) or partial(_timed_mine, target, settings, env, sha, parents)
                 for sha, parents in commits)
         _walk(jobs, journal, settings, counts)

@@ -33,7 +33,11 @@ class GenSettings(BaseModel):
     """Limit of the baseline runs themselves (nothing is measured yet): only a suite that hangs at
     the commit itself reaches it."""
     rev_range: str | None = None
-    """History: only commits in `A..B` (default: all of HEAD's first-parent history)."""
+    """History: only commits in `A..B` (default: the last `history_commits` of HEAD's first-parent line)."""
+    history_commits: int = Field(200, ge=1)
+    """History without `rev_range`: how many of HEAD's latest first-parent commits are walked. The
+    newest are the ones worth mining (their fixes build in today's environment); from the root, a
+    budget went on ancient history that gave no task."""
     issues_dir: Path | None = None
     """History: directory of issue texts named `N.md`, `N.txt` or `N.json`."""
     combine: bool = True
