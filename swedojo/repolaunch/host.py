@@ -1,7 +1,8 @@
 """What the local backend finds on this host: interpreters and toolchains the sandboxes can run.
 
-Sandboxes run as an unprivileged uid with the host read-only and a private /tmp, so a runtime
-must be readable by any user and live outside /tmp.
+Sandboxes run as an unprivileged uid with a private /tmp, seeing of the host read-only only the
+system and the toolchains on their PATH (`sandboxes.local._view`), so a runtime must be readable
+by any user and live outside /tmp.
 """
 
 from __future__ import annotations

@@ -8,10 +8,12 @@ Two layers, as the docker images have them (see `recipes`):
   is written to the shared layer.
 
 Installing runs the repository's code (its setup.py, build backends, npm scripts): each install
-step runs inside a local sandbox (`LocalConfinement` with `BUILD_LIMITS`: network on, the host
-read-only, writes only to the checkout and the layer directory, which is given back to us after).
+step runs inside a local sandbox (`LocalConfinement` with `BUILD_LIMITS`: network on, of the host
+only the system, the toolchains and the harness's scripts the steps run (`local_helpers`) shown,
+read-only; writes only to the checkout and the layer directory, which is given back to us after).
 
-Sandboxes run as an unprivileged uid with the host read-only and a private /tmp, so the layer
+Sandboxes run as an unprivileged uid with a private /tmp, seeing the layer and its runtime
+read-only but not the rest of the host beyond the system (`sandboxes.local._view`), so the layer
 and its runtime must be readable by any user and live outside /tmp: interpreters that are
 not are skipped, and the default cache is `~/.cache/swedojo/envs` only where other users can
 reach it (`/var/cache/swedojo/envs` otherwise, e.g. for root). `SWEDOJO_CACHE` overrides both.
@@ -171,9 +173,10 @@ def _build(checkout: Path, env: LocalEnv, log: BuildLog, timeout: float) -> Loca
         variables = _install_env(env.language, env.root, pinned=bool(env.resolution_date))
         if env.resolution_date:
             log.write(f"resolving as of {env.resolution_date} (PyPI upload times / npm --before)\n")
-        limits = BUILD_LIMITS.model_copy(update={"total_time_s": timeout, "host_ports": _mirror_ports(variables)})
+        limits = BUILD_LIMITS.model_copy(update={"total_time_s": timeout, "host_ports": _mirror_ports(variables),
+                                                 "env": {"PATH": variables["PATH"]}})  # shown: its toolchains
         confinement = LocalConfinement(limits, Path(tempfile.mkdtemp(prefix="swedojo-build-")), checkout,
-                                       writable=(env.root,))
+                                       writable=(env.root,), readable=recipe.local_helpers())
         try:
             for command in env.install_commands:
                 log.begin(f"install: {command}")

@@ -78,6 +78,10 @@ class Isolation(BaseModel):
     """Private namespaces: mount, pid, ipc, uts, net (net: the network off, or on through `network_via`)."""
     read_only_root: bool = False
     """The root file system is read-only but for the work tree and a private /tmp."""
+    visible: dict[str, str] = Field(default_factory=dict)
+    """The paths commands find there, each with what they find (the host's, read-only or writable;
+    a file system of the sandbox's own; a cover): where the backend shows a part of the host's
+    files, nothing else of them is there. Empty where the file system is the sandbox's own (an image)."""
     seccomp: bool = False
     """The seccomp filter of `swedojo.sandboxes.seccomp` is loaded."""
     uid: int

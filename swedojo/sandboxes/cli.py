@@ -202,6 +202,9 @@ def _report(iso: Isolation) -> str:
     ]
     lines = [f"{iso.backend} sandbox isolation on this machine", "in force:"]
     lines += [f"  {line}" for line in enforced if line]
+    if iso.visible:  # a whitelist: what is not listed is not there
+        lines += ["  visible file system (nothing else of the host's):"]
+        lines += [f"    {path}: {what}" for path, what in iso.visible.items()]
     lines += ["missing:"] + [f"  - {line}" for line in iso.missing or ["nothing"]]
     return "\n".join(lines)
 

@@ -1,26 +1,37 @@
 """The `local` backend: a checkout in a temp dir and a hardened persistent terminal on the host.
 
 The shell is started as
-`prlimit (rlimits) -- bwrap (namespaces, read-only host, seccomp) -- setpriv (own uid) -- bash`,
+`prlimit (rlimits) -- bwrap (namespaces, a file system of its own, seccomp) -- setpriv (own uid) -- bash`,
 after `nsenter --net` into its private network when the network is on:
-- bubblewrap: private pid/ipc/uts/net namespaces; the host's file system read-only
-  (`--ro-bind / /`) but for the work tree, a size-capped private /tmp and /dev/shm; the host's
-  Unix sockets bound at a path covered (`hostnet.bound_sockets`); `--die-with-parent`,
+- bubblewrap: private pid/ipc/uts/net namespaces and a root of its own, read-only, that shows of
+  the host only what commands need (`_view`, a whitelist: what is not named is not there):
+  - the system, read-only: /usr, /bin, /sbin, /lib*, /etc, /opt, /sys (`_SYSTEM`);
+  - the toolchains commands are given, read-only: the harness's Python (`sys.prefix`,
+    `sys.base_prefix`), each directory of the commands' PATH with the installation it belongs to (a
+    venv with the Python it was made from, a pyenv or node root: `_installation`), a local
+    launch's dependency layer (`$SWEDOJO_ENV`), and the files a caller names (`readable`: the
+    harness's own scripts its steps run, e.g. `repolaunch/drop_project.py`);
+  - the work tree and the writable directories it is given; a size-capped private /tmp and
+    /dev/shm, its own /dev and /proc.
+  Not there: /root, /home, /work, /var, /srv, /mnt, /run, ...: run directories, suite files and
+  users' files. The `swedojo` package, where a visible directory holds it (installed into the
+  harness's venv or the system), is covered by an empty file system: its bundled suites hold gold
+  patches. `isolation.visible` lists all of it, and `dojo sandbox info` prints it. The host's Unix
+  sockets bound at a visible path are covered (`hostnet.bound_sockets`); `--die-with-parent`,
   `--new-session`; the seccomp filter loaded right before exec.
 - the network on (`config.network`), as root: a network namespace of the sandbox's own whose only
   way out is user-mode NAT, out of reach of the host's loopback and addresses
   (`hostnet.PrivateNetwork`), entered by every command; without slirp4netns, the host's.
 - an unprivileged uid of its own when we are root (RLIMIT_NPROC does not bind root, so a fork
   bomb is contained only for another uid; the uid also keeps host files at their permissions).
-  Host PATH entries only root may enter (~root/...) are left out; where the harness's Python,
-  or a PATH given in `config.env`, lies in such a place, an empty tmpfs covers it (e.g. /root)
-  with just those directories bound back read-only.
+  Host PATH entries only root may enter (~root/...) are left out of the default PATH; a PATH given
+  in `config.env` is shown wherever it lies.
 - rlimits: processes (per uid), data segment (memory), file size (disk), CPU seconds, no cores.
 - as root, a cgroup of its own (`sandboxes/cgroup.py`): memory and pids of all its processes
   together (and CPU time where the cpu controller is there); where none can be made, rlimits only.
 Without bubblewrap (or when it cannot make namespaces here) the filter is loaded by
-`seccomp_exec` and only uid, rlimits and seccomp remain (the network on: the host's namespace);
-`isolation` says what is in force.
+`seccomp_exec` and only uid, rlimits and seccomp remain (the network on: the host's namespace;
+the whole host visible as its permissions allow the uid); `isolation` says what is in force.
 - as root, the work tree is a tmpfs of its own capped at the checkout plus `config.disk_mb`.
 `LocalConfinement` is all of this but the work tree and the shell: a local launch's install steps
 run in one (`repolaunch.local`).
@@ -42,7 +53,7 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import ClassVar, Self
+from typing import ClassVar, Literal, NamedTuple, Self
 
 from swedojo.repos import checkout
 from swedojo.sandboxes.base import (
@@ -59,7 +70,7 @@ from swedojo.sandboxes.hostnet import (
     nat_problem,
     resolv_conf,
 )
-from swedojo.sandboxes.hosttools import installed, tool
+from swedojo.sandboxes.hosttools import SYSTEM_PATH, installed, tool
 from swedojo.sandboxes.interpreter import reachable, sandbox_python
 from swedojo.sandboxes.owners import LOCAL_PREFIX, reap_local, reap_once, this_process
 from swedojo.sandboxes.seccomp import SeccompUnavailableError, bpf_fd, compile_bpf
@@ -79,9 +90,19 @@ FILE_OP_TIMEOUT_S = 120.0
 """Bound on the helper processes behind read_file, write_file and diff."""
 _DEFAULT_PATH = "/usr/local/bin:/usr/bin:/bin"
 _PACKAGE = Path(__file__).resolve().parents[1]
-"""The `swedojo` package's directory."""
+"""The `swedojo` package's directory: never shown (its bundled suites hold gold patches)."""
 _AFRESH = ["/tmp", "/dev"]
 """Where bubblewrap gives the sandbox file systems of its own instead of the host's."""
+_SYSTEM = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32", "etc", "opt", "sys")
+"""The host's directories under / every sandbox sees read-only, those this host has: programs and
+their libraries; /etc for what they read at start (the dynamic linker's cache, certificates, names
+of users, git's and pip's system settings); /opt, where tools installed outside the package manager
+live (and local package indexes pip is pointed at); /sys, where runtimes read the CPUs and the
+cgroup's limits (JVM, Node, Go, OpenBLAS). Nothing else under /: not /root, /home, /var, /srv,
+/mnt, /run or a project's tree such as /work."""
+LAYER_VAR = "SWEDOJO_ENV"
+"""The variable of `config.env` naming a local launch's dependency layer (`repolaunch.recipes.base.ENV_VAR`),
+which the sandbox sees read-only."""
 _LAUNCHER_FD = 9
 """Descriptor a `launcher` script opens its seccomp filter file on."""
 NAT = "user-mode NAT (slirp4netns), the host's loopback and addresses out of reach"
@@ -109,6 +130,152 @@ def bubblewrap_problem() -> str | None:
     return None
 
 
+class _Mount(NamedTuple):
+    """One place of the sandbox's file system, in the order bubblewrap makes them."""
+
+    path: str
+    kind: Literal["read-only", "link", "dev", "proc", "private", "empty", "writable"]
+    """read-only / writable: the host's directory (or file) bound there; link: a symlink (`/bin`
+    on a merged /usr); dev, proc: bubblewrap's own; private: a size-capped tmpfs of the sandbox's;
+    empty: a read-only tmpfs covering what a visible directory holds (the harness's package)."""
+    target: str = ""
+    """A link's target."""
+
+
+def _home(path: Path) -> bool:
+    """`path` is / or a home directory: never shown whole, whatever lies under it."""
+    return path == Path("/") or path in (Path("/root"), Path.home()) or path.parent == Path("/home")
+
+
+def _venv_home(config: Path) -> str:
+    """The `home` a venv's pyvenv.cfg names: the bin directory of the Python it was made from."""
+    for line in config.read_text(errors="replace").splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "home":
+            return value.strip()
+    return ""
+
+
+def _installation(directory: str, depth: int = 0) -> set[Path]:
+    """A PATH directory and the installation it belongs to, which its programs need besides it: its
+    parent, when it is the `bin` or `shims` of a prefix: a venv (its pyvenv.cfg; with the Python
+    the venv was made from, whose programs it links to), or a Python, node or pyenv root (a lib or
+    libexec beside it). Never a home directory whole (~/bin is shown, not ~)."""
+    if not os.path.isabs(directory) or not os.path.isdir(directory):  # "" or ".": the harness's cwd, not shown
+        return set()
+    real = Path(os.path.realpath(directory))
+    found, parent = {real}, real.parent
+    if real.name not in ("bin", "shims") or _home(parent):
+        return found
+    if (parent / "pyvenv.cfg").is_file():
+        found.add(parent)
+        base = _venv_home(parent / "pyvenv.cfg")
+        if base and depth < 4:  # a venv made from a venv's Python: followed a few steps
+            found |= _installation(base, depth + 1)
+    elif (parent / "lib").is_dir() or (parent / "libexec").is_dir():
+        found.add(parent)
+    return found
+
+
+def _host_path(foreign: bool) -> list[str]:
+    """The host's PATH for commands (the system's tools appended); `foreign`: they run as a uid of
+    their own, so entries it cannot enter are left out."""
+    path = os.environ.get("PATH", _DEFAULT_PATH).split(os.pathsep)
+    if foreign:
+        path = [p for p in path if os.path.isdir(p) and reachable(p)]
+    return path + [p for p in _DEFAULT_PATH.split(os.pathsep) if p not in path]  # the system's tools, whatever was cut
+
+
+def _toolchains(config: SandboxConfig) -> set[Path]:
+    """What of the host commands run besides the system: the harness's Python (`plain_python` puts
+    it on PATH; the layer's pip runs it), each directory of the commands' PATH with its
+    installation, a local launch's dependency layer (`LAYER_VAR`), and where our helpers that run
+    inside (setpriv) are found (`hosttools.SYSTEM_PATH`)."""
+    path = config.env["PATH"].split(os.pathsep) if "PATH" in config.env else _host_path(os.getuid() == 0)
+    path += SYSTEM_PATH.split(os.pathsep)
+    roots = (sys.prefix, sys.base_prefix, config.env.get(LAYER_VAR, ""))
+    found = {Path(os.path.realpath(p)) for p in roots if os.path.isabs(p)}
+    for directory in path:
+        found |= _installation(directory)
+    return {p for p in found if not _home(p)}
+
+
+def _under(path: Path, places: list[Path]) -> bool:
+    return any(path == place or place in path.parents for place in places)
+
+
+def _view(config: SandboxConfig, writable: tuple[Path, ...] = (), readable: tuple[Path, ...] = ()) -> list[_Mount]:
+    """The sandbox's file system: a whitelist of the host's paths, in the order bubblewrap mounts
+    them: the system (`_SYSTEM`), the sandbox's own /dev, /proc, /tmp and /dev/shm, the toolchains
+    (`_toolchains`) and the `readable` files and directories read-only, an empty cover over the
+    harness's package where a visible directory holds it (the `readable` under it bound back), then
+    the `writable` directories. A path under another shown one is not bound again; the host's
+    resolv.conf, with the network on, wherever /etc's link leads."""
+    mounts: list[_Mount] = []
+    for name in _SYSTEM:
+        place = Path("/", name)
+        if place.is_symlink():
+            mounts.append(_Mount(str(place), "link", os.readlink(place)))
+        elif place.is_dir():
+            mounts.append(_Mount(str(place), "read-only"))
+    mounts += [_Mount("/dev", "dev"), _Mount("/proc", "proc"), _Mount("/tmp", "private"), _Mount("/dev/shm", "private")]
+    wanted = _toolchains(config) | {Path(os.path.realpath(p)) for p in readable}
+    if config.network:  # /etc/resolv.conf may be a link to /run/...
+        wanted.add(Path(os.path.realpath("/etc/resolv.conf")))
+    shown = [Path(m.path) for m in mounts if m.kind == "read-only"]
+    own = [Path(os.path.realpath(p)) for p in writable]
+    for target in sorted(wanted):
+        if os.path.exists(target) and not _under(target, [*shown, *own]):
+            shown.append(target)
+            mounts.append(_Mount(str(target), "read-only"))
+    if _under(_PACKAGE, shown):
+        mounts.append(_Mount(str(_PACKAGE), "empty"))
+        mounts += [_Mount(str(p), "read-only") for p in sorted(wanted) if _PACKAGE in p.parents and p.exists()]
+    return mounts + [_Mount(str(p), "writable") for p in writable]
+
+
+def _visible(mounts: list[_Mount], disk_mb: int) -> dict[str, str]:
+    """`Isolation.visible`: each place of `mounts` and what the sandbox finds there."""
+    said = {"read-only": "read-only", "writable": "writable", "dev": "private: device nodes only",
+            "proc": "private: the sandbox's processes", "private": f"private, empty, {disk_mb} MiB",
+            "empty": "empty (covers the harness's package: its bundled suites)"}
+    return {m.path: f"link to {m.target}" if m.kind == "link" else said[m.kind] for m in mounts}
+
+
+def _shown(path: str, mounts: list[_Mount]) -> bool:
+    """`path` of the host is what the sandbox sees there: the deepest mount holding it binds the host's."""
+    holding = [m for m in mounts if _under(Path(path), [Path(m.path)])]
+    return bool(holding) and max(holding, key=lambda m: len(m.path)).kind in ("read-only", "writable")
+
+
+def _bwrap_view(mounts: list[_Mount], disk_mb: int) -> list[str]:
+    """bwrap arguments making `mounts` on an empty root, each made enterable: bubblewrap creates the
+    directories above a mount point 0700, so those not on a host directory are made 0755 first."""
+    args: list[str] = []
+    made: set[Path] = set()
+    placed: list[_Mount] = []
+    for mount in mounts:
+        for above in reversed(Path(mount.path).parents[:-1]):
+            holding = [m for m in placed if _under(above, [Path(m.path)])]
+            deepest = max(holding, key=lambda m: len(m.path)) if holding else None
+            fresh = deepest is None or (deepest.kind in ("private", "empty") and deepest.path != str(above))
+            if fresh and above not in made:
+                made.add(above)
+                args += ["--perms", "0755", "--dir", str(above)]
+        if mount.kind == "link":
+            args += ["--symlink", mount.target, mount.path]
+        elif mount.kind in ("read-only", "writable"):
+            args += ["--ro-bind" if mount.kind == "read-only" else "--bind", mount.path, mount.path]
+        elif mount.kind in ("dev", "proc"):
+            args += [f"--{mount.kind}", mount.path]
+        elif mount.kind == "private":
+            args += ["--perms", "1777", "--size", str(disk_mb << 20), "--tmpfs", mount.path]
+        else:
+            args += ["--perms", "0755", "--size", str(1 << 20), "--tmpfs", mount.path]
+        placed.append(mount)
+    return args
+
+
 def _uid_pids(uid: int) -> list[int]:
     """The processes of `uid`."""
     pids = []
@@ -124,24 +291,26 @@ def _uid_pids(uid: int) -> list[int]:
 class LocalConfinement:
     """What confines commands on this host for one sandbox or build step: the plan (`isolation`),
     the cgroup, and the only directories commands may write: `workdir` (where they start) and
-    `writable`. `root`, a temp dir of our own, holds the home and tmp of the fallback without
-    bubblewrap and is removed at `close`; what the commands may write outside it is given back
-    to us then (no later sandbox's uid may own it). `uncapped` is what `_plan` reports of the work
+    `writable`; `readable`, files or directories of the host its commands read (the harness's
+    scripts they run), are shown besides what every sandbox sees (`_view`). `root`, a temp dir of
+    our own, holds the home and tmp of the fallback without bubblewrap and is removed at `close`;
+    what the commands may write outside it is given back to us then (no later sandbox's uid may own it). `uncapped` is what `_plan` reports of the work
     tree's size cap: "" capped, else why not; None for a directory that is no sandbox's work tree."""
 
     def __init__(self, config: SandboxConfig, root: Path, workdir: Path, *, writable: tuple[Path, ...] = (),
-                 bubblewrap: bool = True, uncapped: str | None = None) -> None:
+                 readable: tuple[Path, ...] = (), bubblewrap: bool = True, uncapped: str | None = None) -> None:
         self.config = config
         self.workdir = str(workdir)
         self._root = root
         self._writable = (workdir, *writable)
+        self._mounts = _view(config, self._writable, readable)
         self._closed = False
         self._cgroup: Cgroup | None = None
         self._network: PrivateNetwork | None = None
         reap_once("local", reap_local)  # what runs killed before this one left
         try:
             self._cgroup, why = _new_cgroup(self.config)
-            self.isolation = _plan(self.config, bubblewrap, self._cgroup, why, uncapped)
+            self.isolation = _plan(self.config, bubblewrap, self._cgroup, why, uncapped, self._mounts)
             _warn_once(self.isolation.missing)
             self._prepare_dirs()
             if self.isolation.network_via:
@@ -169,62 +338,22 @@ class LocalConfinement:
         """The environment commands start with: PATH, HOME and TMPDIR they may use."""
         scratch = "/tmp" if self.isolation.bubblewrap else str(self._root / "tmp")
         home = "/tmp" if self.isolation.bubblewrap else str(self._root / "home")
-        path = os.environ.get("PATH", _DEFAULT_PATH).split(os.pathsep)
-        if self.isolation.uid != os.getuid():
-            path = [p for p in path if os.path.isdir(p) and reachable(p)]
-        path += [p for p in _DEFAULT_PATH.split(os.pathsep) if p not in path]  # the system's tools, whatever was cut
+        path = _host_path(self.isolation.uid != os.getuid())
         env = {"PATH": os.pathsep.join(path), "HOME": home, "TMPDIR": scratch}
         return env | {"LANG": "C.UTF-8"}  # no TERM, as in a container: runners print as they do on docker
-
-    def _exposed(self) -> list[str]:
-        """bwrap arguments that make the harness's Python, its own code (scripts an install step
-        runs) and the PATH of `config.env` reachable: where only root may enter (e.g. under
-        /root), and under the private /tmp and /dev/shm that would hide them (a checkout of the
-        harness under /tmp, as CI may make)."""
-        path = self.config.env.get("PATH", "").split(os.pathsep)
-        wanted = {os.path.realpath(p) for p in (sys.base_prefix, sys.prefix, _PACKAGE)}
-        wanted |= {os.path.realpath(p) for p in path if os.path.isdir(p)}
-        private = [Path("/tmp"), Path("/dev/shm")]
-        covers: set[Path] = set()
-        dirs: set[Path] = set()  # between a cover and a target: bwrap would make them 0700
-        binds: set[Path] = set()
-        for target in map(Path, wanted):
-            ancestors = [Path(*target.parts[:i]) for i in range(2, len(target.parts))]
-            closed = [a for a in ancestors if not os.stat(a).st_mode & 0o001]
-            if self.isolation.uid == os.getuid():
-                closed = []  # the sandbox runs as us: it may enter what we may
-            hidden = next((p for p in private if p in target.parents), None)
-            if closed:
-                covers.add(closed[0])
-                dirs |= {a for a in ancestors if closed[0] in a.parents}
-                binds.add(target)
-            elif hidden:
-                dirs |= {a for a in ancestors if hidden in a.parents}
-                binds.add(target)
-        args: list[str] = []
-        for cover in sorted(covers):
-            args += ["--perms", "0755", "--tmpfs", str(cover)]
-        for directory in sorted(dirs):
-            args += ["--perms", "0755", "--dir", str(directory)]
-        for target in sorted(binds):
-            args += ["--ro-bind", str(target), str(target)]
-        return args
 
     def _confine(self, command: list[str], seccomp_fd: int | None) -> list[str]:
         """argv running `command` with every confinement in force here."""
         argv = [tool("prlimit"), *(f"--{k}={v}" for k, v in self.isolation.rlimits.items()), "--"]
         if self.isolation.bubblewrap:
-            disk = str(self.config.disk_mb << 20)
-            argv += [tool("bwrap"), "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-            argv += ["--perms", "1777", "--size", disk, "--tmpfs", "/tmp"]
-            argv += ["--perms", "1777", "--size", disk, "--tmpfs", "/dev/shm"]
-            argv += self._exposed()
-            argv += self._binds()
-            argv += ["--chdir", self.workdir]
+            argv += [tool("bwrap"), *_bwrap_view(self._mounts, self.config.disk_mb), "--chdir", self.workdir]
             for socket_file in bound_sockets(self.isolation.uid, [*_AFRESH, str(self._root), *map(str, self._writable)]):
-                argv += ["--ro-bind", "/dev/null", socket_file]  # last: no bind above uncovers it
+                if _shown(socket_file, self._mounts):
+                    argv += ["--ro-bind", "/dev/null", socket_file]  # after the binds: none of them uncovers it
             if self._network is not None and os.path.exists("/etc/resolv.conf"):
                 argv += ["--ro-bind", str(self._root / "resolv.conf"), "/etc/resolv.conf"]
+            for cover in [m.path for m in self._mounts if m.kind == "empty"] + ["/"]:
+                argv += ["--remount-ro", cover]  # last: every mount point is made; nothing more can be
             argv += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--hostname", "sandbox"]
             argv += [] if self.config.network else ["--unshare-net"]  # on: the private network's, or the host's
             argv += [] if os.getuid() == 0 else ["--unshare-user"]
@@ -255,18 +384,6 @@ class LocalConfinement:
         path.write_text("\n".join(lines) + "\n")
         path.chmod(0o700)
         return path
-
-    def _binds(self) -> list[str]:
-        """bwrap arguments binding the writable directories, with the directories between one and
-        the private /tmp or /dev/shm it lies under made enterable (bwrap would make them 0700)."""
-        args: list[str] = []
-        for target in self._writable:
-            private = next((p for p in (Path("/tmp"), Path("/dev/shm")) if p in target.parents), None)
-            for parent in reversed(target.parents) if private else ():
-                if private in parent.parents:
-                    args += ["--perms", "0755", "--dir", str(parent)]
-            args += ["--bind", str(target), str(target)]
-        return args
 
     @contextlib.contextmanager
     def confined(self, command: list[str]) -> Iterator[tuple[list[str], tuple[int, ...]]]:
@@ -366,7 +483,7 @@ class LocalSandbox(LocalConfinement, OneOffFiles):
 
     @classmethod
     def with_browser(cls, spec: EnvSpec) -> EnvSpec:
-        """Unchanged: the sandbox sees the host's root read-only, Debian's chromium included."""
+        """Unchanged: the sandbox sees the host's /usr and /etc read-only, Debian's chromium included."""
         return spec
 
     def __init__(
@@ -556,11 +673,13 @@ def _cap(path: Path, disk_mb: int) -> None:
 
 
 def _plan(config: SandboxConfig, bubblewrap: bool, cgroup: Cgroup | None, why: str,
-          uncapped: str | None = None) -> LocalIsolation:
-    """What can be put in force here for `config`, with `cgroup` (or `why` there is none) and a
+          uncapped: str | None = None, mounts: list[_Mount] | None = None) -> LocalIsolation:
+    """What can be put in force here for `config`, with `cgroup` (or `why` there is none), a
     capped work tree ("" for `uncapped`; else why not; None: no work tree of a sandbox's, e.g. a
-    build's checkout)."""
+    build's checkout) and bubblewrap's `mounts` (`_view`; none given: those of a sandbox made with
+    `config`, its work tree named by what it is)."""
     missing: list[str] = []
+    mounts = mounts if mounts is not None else [*_view(config), _Mount("(the work tree)", "writable")]
     root = os.getuid() == 0
     uid = UID_BASE + secrets.randbelow(1 << 20) if root else os.getuid()
     if not root:
@@ -604,7 +723,9 @@ def _plan(config: SandboxConfig, bubblewrap: bool, cgroup: Cgroup | None, why: s
         uid=uid,
         network=config.network,
         network_via=NAT if config.network and not on_host_network else "",
-        masked_sockets=[] if problem else bound_sockets(uid, _AFRESH),
+        masked_sockets=[] if problem else [s for s in bound_sockets(uid, _AFRESH) if _shown(s, mounts)],
+        visible=_visible(mounts, config.disk_mb) if problem is None
+        else {"/": "the host's whole file system, as its permissions let the uid"},
         rlimits=rlimits,
         cgroup=limits,
         disk_mb=({"/tmp": config.disk_mb, "/dev/shm": config.disk_mb} if problem is None else {})

@@ -233,6 +233,11 @@ class LanguageRecipe(ABC):
     def prepare_local_layer(self, root: Path, runtime: Runtime) -> None:
         """Make what the install commands expect in the empty layer directory `root`."""
 
+    def local_helpers(self) -> tuple[Path, ...]:
+        """The harness's own files the layer's local install steps run: a local sandbox shows of the
+        harness's package only what it is told (its bundled suites hold gold patches)."""
+        return ()
+
     def finish_local_layer(self, checkout: Path, root: Path, run: Callable[[str], int | None], log: BuildLog) -> None:
         """The layer's last step after the install commands ran in `checkout`; `run(command)` runs
         a step where they ran and gives its exit code."""

@@ -990,6 +990,9 @@ class PythonRecipe(LanguageRecipe):
             path.write_text(script(body))
             path.chmod(0o755)
 
+    def local_helpers(self) -> tuple[Path, ...]:
+        return (DROP_PROJECT,)
+
     def finish_local_layer(self, checkout: Path, root: Path, run: Callable[[str], int | None], log: BuildLog) -> None:
         if run(drop_project_step(str(root), str(DROP_PROJECT), checkout.as_uri())) != 0:
             raise InstallError("removing the project from the dependency layer failed", log.path)
