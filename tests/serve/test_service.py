@@ -253,6 +253,26 @@ def test_oversized_batches_are_refused_naming_the_bound(serve, tmp_path):
     assert not list((tmp_path / "served").glob("batch-*"))
 
 
+def test_a_batch_past_the_samples_queued_over_all_batches_is_refused(serve, tmp_path):
+    """One caller's unfinished batch counts against the next: the bound is over the whole service."""
+    from swedojo.serve.service import ServiceLimits
+
+    gate = Gate(84)
+    mirror, suite = calc_suite(tmp_path)
+    client = serve(max_concurrent=2, mirror=mirror, limits=ServiceLimits(max_queued_samples=4))
+    body = {"suite": str(suite), "group_size": 3, "model": gated_solver(tmp_path, gate), "rewards": "resolved",
+            "launch": False}
+    first = client.call("POST", "/batches", body)["batch_id"]
+    gate.wait(2)
+    with pytest.raises(urllib.error.HTTPError) as refused:
+        client.call("POST", "/batches", body)
+    assert refused.value.code == 400 and "max_queued_samples=4" in refused.value.read().decode()
+    with urllib.request.urlopen(client.request("DELETE", f"/batches/{first}")) as response:
+        assert json.load(response)["state"] == "cancelled"
+    assert gate.gone()
+    assert len(list((tmp_path / "served").glob("batch-*"))) == 1  # the refused one left nothing
+
+
 def test_dojo_serve_is_a_command():
     result = CliRunner().invoke(app, ["serve", "--help"])
     assert result.exit_code == 0 and "--max-concurrent" in result.output and "/openapi.json" in result.output
