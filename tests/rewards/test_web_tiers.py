@@ -134,3 +134,20 @@ def test_dojo_eval_on_web_demo_on_docker_resolves_gold_and_no_empty(tmp_path):
         rows = [json.loads(line) for line in (tmp_path / policy / "results.jsonl").read_text().splitlines()]
         assert {r["instance_id"] for r in rows} == ids
         assert all(r["status"] == status for r in rows), [(r["instance_id"], r["status"], r.get("error")) for r in rows]
+
+
+def test_a_page_redefining_a_built_in_does_not_blind_the_measurement(tmp_path):
+    """The measuring script ran in the page's own world: a page whose script made
+    `Array.prototype.push` do nothing hid every violation it found (score 0.8 -> 1.0)."""
+    instance = _task("deck")
+    blind = "<script>Array.prototype.push = function () { return this.length; };</script>\n</head>"
+    with RESOLVER.resolve(instance).open(instance.base_commit) as sandbox:
+        apply_patch(sandbox, instance.patch, "gold")
+        page = sandbox.read_file("index.html").decode()
+        assert "</head>" in page
+        sandbox.write_file("index.html", page.replace("</head>", blind, 1).encode())
+        css = sandbox.read_file(SLIDE_CSS).decode()
+        sandbox.write_file(SLIDE_CSS, (css + ".slide li:last-child { visibility: hidden; }\n").encode())
+        found = assess(sandbox, instance.checks, tmp_path)
+    assert not found.runtime.passed and found.runtime.score < 1.0, found.runtime.evidence
+    assert found.runtime.evidence["violations"].get("text_visible"), found.runtime.evidence["violations"]

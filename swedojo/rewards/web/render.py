@@ -1,6 +1,10 @@
 """Tier runtime of a front-end task: each page rendered at each viewport in Chromium inside the
 grading sandbox, measured by `measure.js` in the page, and the task's scripted interactions played.
 
+The measuring scripts run in an isolated world of the page's frame (CDP `Page.createIsolatedWorld`,
+as extensions' content scripts do): they share the DOM but not its JavaScript globals, so a page
+that redefines a built-in (`Array.prototype.push`, `getComputedStyle`) cannot change what they find.
+
 Full-page screenshots are taken at the same time and kept for tier visual (`visual.py`), with the
 text boxes `measure.js` found, so that tier reads the very layout this one judged.
 """
@@ -8,6 +12,7 @@ text boxes `measure.js` found, so that tier reads the very layout this one judge
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -62,6 +67,27 @@ def _open(browser: Browser, url: str, viewport: Viewport) -> tuple[Page, list[st
     return page, errors
 
 
+def _measure(page: Page, script: str, argument: Any) -> Any:
+    """`script` (a function expression) called with `argument` in a world of its own in the page's
+    main frame, its result by value. A fresh world each time: nothing a step of the page did to the
+    previous one's globals carries over."""
+    from playwright.sync_api import Error as PlaywrightError
+
+    cdp = page.context.new_cdp_session(page)
+    try:
+        frame = cdp.send("Page.getFrameTree")["frameTree"]["frame"]["id"]
+        world = cdp.send("Page.createIsolatedWorld", {"frameId": frame, "worldName": "swedojo-measure"})
+        found = cdp.send("Runtime.evaluate", {"expression": f"({script})({json.dumps(argument)})",
+                                              "contextId": world["executionContextId"], "returnByValue": True,
+                                              "awaitPromise": True})
+    finally:
+        cdp.detach()
+    if "exceptionDetails" in found:
+        details = found["exceptionDetails"]
+        raise PlaywrightError(f"the measuring script threw: {details.get('exception', {}).get('description') or details['text']}")
+    return found["result"].get("value")
+
+
 def _play(page: Page, scenario: Scenario) -> list[str]:
     """Do the scenario's steps, then test its expectations: what went wrong, in words."""
     from playwright.sync_api import Error as PlaywrightError
@@ -86,7 +112,7 @@ def _play(page: Page, scenario: Scenario) -> list[str]:
             return [f"step {number} ({step.do} {step.selector}): {str(exc).splitlines()[0]}"]
     failures: list[str] = []
     for expectation in scenario.expect:
-        found = page.evaluate(EXPECT, expectation.model_dump())
+        found = _measure(page, EXPECT, expectation.model_dump())
         failures += [f"{expectation.selector}: {f}" for f in found]
     return failures
 
@@ -112,7 +138,7 @@ def render(browser: Browser, sandbox: Sandbox, checks: PageChecks, shots_dir: Pa
             key = f"{page_name}@{viewport.width}x{viewport.height}"
             try:
                 page, errors = _open(browser, url, viewport)
-                found = page.evaluate(MEASURE, options)
+                found = _measure(page, MEASURE, options)
                 png = shots_dir / f"{hashlib.sha256(key.encode()).hexdigest()[:8]}-{Path(page_name).stem}-{viewport.width}x{viewport.height}.png"
                 page.screenshot(path=str(png), full_page=True)
                 page.context.close()
