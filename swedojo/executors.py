@@ -14,9 +14,11 @@ and a task on a node that cannot see them ends the run with `SharedFilesystemErr
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -200,6 +202,28 @@ def run_on_ray_worker(work: InstanceWork, instance: TaskInstance, board: Any) ->
     return work(instance, lambda what: board.post.remote(instance.instance_id, what))
 
 
+_SINGLE_HOST = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
+
+
+@contextmanager
+def _loopback_only(ray: Any) -> Iterator[None]:
+    """A Ray started for one run serves this machine only: its servers listen on loopback, not on
+    every interface. Ray binds its node's address, which on Linux it never lets be loopback unless
+    multi-node clusters are off (this variable, read when ray is imported: set for the processes
+    the start spawns, and in the value this process read), so both are set while it starts."""
+    constants = ray._private.ray_constants
+    before, enabled = os.environ.get(_SINGLE_HOST), constants.ENABLE_RAY_CLUSTER
+    os.environ[_SINGLE_HOST], constants.ENABLE_RAY_CLUSTER = "0", False
+    try:
+        yield
+    finally:
+        constants.ENABLE_RAY_CLUSTER = enabled
+        if before is None:
+            os.environ.pop(_SINGLE_HOST, None)
+        else:
+            os.environ[_SINGLE_HOST] = before
+
+
 class RayExecutor:
     """One Ray task per instance, as many at work as the cluster has CPUs and as many queued;
     results are collected here as they finish. Without `address` a Ray of `workers` CPUs is started in this
@@ -232,8 +256,9 @@ class RayExecutor:
             if self.address:
                 ray.init(address=self.address, _node_ip_address=local_ip_towards(self.address), **quiet)
             else:
-                ray.init(num_cpus=self.workers, include_dashboard=False, object_store_memory=RAY_OBJECT_STORE_BYTES,
-                         **quiet)
+                with _loopback_only(ray):
+                    ray.init(num_cpus=self.workers, include_dashboard=False,
+                             object_store_memory=RAY_OBJECT_STORE_BYTES, **quiet)
         except (ConnectionError, RuntimeError, ValueError) as exc:
             where = f"at {self.address}" if self.address else "here"
             raise RayClusterError(f"no Ray cluster {where}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") \

@@ -130,3 +130,23 @@ def test_executor_options_are_checked():
     assert ran.exit_code == 2 and "--address is for --executor ray" in ran.output
     ran = CliRunner().invoke(app, ["eval", "--suite", "demo", "--executor", "ray", "--pool", "2", "--backend", "docker"])
     assert ran.exit_code == 2 and "--pool keeps warm sandboxes in this process" in ran.output
+
+
+def test_a_ray_started_for_a_run_listens_on_loopback_only():
+    """Ray binds its node's address, which it never lets be loopback on Linux: a run's own Ray
+    listened on every interface (its GCS, raylet and workers reachable from the network)."""
+    import os
+
+    import psutil
+
+    executor = RayExecutor(workers=1)
+    assert executor._connect(ray)
+    try:
+        ray.get(ray.remote(lambda: 1).remote())  # a worker is started too
+        processes = [psutil.Process(), *psutil.Process().children(recursive=True)]
+        listening = [(p.name(), c.laddr.ip) for p in processes for c in p.net_connections("tcp")
+                     if c.status == psutil.CONN_LISTEN]
+    finally:
+        ray.shutdown()
+    assert listening and all(ip in ("127.0.0.1", "::ffff:127.0.0.1", "::1") for _, ip in listening), listening
+    assert "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER" not in os.environ  # a cluster joined later is not confined
