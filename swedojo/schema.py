@@ -557,10 +557,11 @@ class RewardReport(BaseModel):
     """Listed tests left out of scoring: they failed for want of the network, with the candidate and
     with the reference patch alike (test -> the reason the runner printed)."""
     environment_gaps: dict[str, str] = Field(default_factory=dict)
-    """Listed tests that did not pass because the environment lacks a module they need (skipped
-    for it, or their file not collected), a module the sandbox cannot import and no patch provides,
-    with the reference patch's run showing the same (test -> "module: the runner's reason"); any
-    makes the report `not_scorable`."""
+    """Listed tests that did not run, with the reference patch's run showing the same: the
+    environment lacks a module they need (skipped for it, or their file not collected; a module
+    the sandbox cannot import and no patch provides: test -> "module: the runner's reason"), or
+    their file could not be collected (test -> "not collected: file: the error"); any makes the
+    report `not_scorable`."""
     restored: dict[str, str] = Field(default_factory=dict)
     """Test infrastructure the candidate changed (conftest.py, pytest configuration, sitecustomize,
     .pth files, ...; `testrun.patches.TEST_INFRASTRUCTURE`), put back as it was before the tests

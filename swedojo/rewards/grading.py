@@ -10,11 +10,12 @@ name no test, `not_tests`), and the test command's exit code must agree with the
 fake PASSED lines does not win): 0 when exactly the listed tests ran, else 0 or some test failed.
 A run that says nothing about the code (the tests could not start, a dependency is missing, no
 test ran; `testrun.diagnose`) is `infra_error` with that evidence, never the candidate's failure.
-A listed test that did not pass because the environment lacks a module it needs (skipped for it,
-or its file left out: `testrun.skips`), one the sandbox cannot import and no patch provides, with
-the reference patch's run showing the same, makes the report `not_scorable`, the tests named in
-`RewardReport.environment_gaps`: an optional test dependency the environment was built without
-is neither the patch's failure nor the harness's.
+A listed test that did not run because the environment lacks a module it needs (skipped for it,
+or its file left out: `testrun.skips`; one the sandbox cannot import and no patch provides), or
+because its file could not be collected, with the reference patch's run showing the same, makes
+the report `not_scorable`, the tests named in `RewardReport.environment_gaps`: an optional test
+dependency the environment was built without, or a test file this environment cannot import
+even with the reference patch, is neither the patch's failure nor the harness's.
 Test infrastructure the candidate changed (`testrun.patches.TEST_INFRASTRUCTURE`) is put back as it
 was, and named in `RewardReport.restored`. A patch that does not apply, or whose changes to test
 infrastructure cannot be undone, is `patch_failed`; a sandbox that cannot be made, or dies, is
@@ -63,7 +64,7 @@ from swedojo.testrun.run import (
     run_files,
     run_tests,
 )
-from swedojo.testrun.skips import ModuleSkip, absent_modules, command_python, module_skips
+from swedojo.testrun.skips import absent_modules, collection_errors, command_python, module_skips
 
 TEST_TIMEOUT_S = 900.0
 
@@ -167,19 +168,19 @@ def grade_in_sandbox(sandbox: Sandbox, env: Environment, instance: TaskInstance,
         report.status, report.error = EvalStatus.NEEDS_NETWORK, \
             f"every FAIL_TO_PASS test needs the network: {next(iter(offline.values()))}"
         return report
-    # A listed test the environment cannot run for want of a module: no verdict. Only what the
-    # reference's run shows too, so a candidate cannot make a test skip itself out of scoring.
+    # A listed test the environment cannot run (a module it lacks, a file it cannot collect): no verdict.
+    # Only what the reference's run shows too, so a candidate cannot make a test skip itself out of scoring.
     gaps = _gaps(result, named, [t for t in tests if t not in offline and t not in report.not_tests], sandbox,
                  env.spec, [*patch_files(candidate), *provided]) if candidate.strip() else {}
     if gaps and not reference:
         theirs = _reference_failures(env, instance, files, tests).gaps
-        gaps = {t: skip for t, skip in gaps.items() if theirs.get(t) == skip.module}
+        gaps = {t: why for t, why in gaps.items() if theirs.get(t) == why}
     if gaps:
-        modules = sorted({skip.module for skip in gaps.values()})
-        report.environment_gaps = {t: f"{skip.module}: {skip.reason}" for t, skip in gaps.items()}
+        report.environment_gaps = gaps
+        causes = sorted(set(gaps.values()))
         report.status, report.error = EvalStatus.NOT_SCORABLE, (
-            f"{len(gaps)} listed test{'s' if len(gaps) != 1 else ''} cannot run in this environment for want of "
-            f"{', '.join(modules)} (not importable in the sandbox, provided by no patch), with the reference patch too")
+            f"{len(gaps)} listed test{'s' if len(gaps) != 1 else ''} cannot run in this environment, with the "
+            f"reference patch too: {'; '.join(causes[:3])}" + (f" (and {len(causes) - 3} more causes)" if len(causes) > 3 else ""))
         return report
     # The exit code must agree with the log: a run of exactly the listed tests must exit 0; one
     # that also ran other tests (their files, the whole suite) may fail only if the log shows a failure.
@@ -234,12 +235,14 @@ def _status(statuses: Mapping[str, TestStatus], keys: Iterable[str]) -> TestStat
 
 
 def _gaps(run: SuiteRun, named: Mapping[str, list[str]], tests: Iterable[str], sandbox: Sandbox, spec: EnvSpec,
-          provided: Iterable[str]) -> dict[str, ModuleSkip]:
-    """Listed tests (of `tests`) that did not pass for want of a module the environment lacks ->
-    the skip that says so: each id of the log it names that did not pass (itself where it names
-    none, absent) was skipped, or left out with its whole file, for want of a module
-    (`testrun.skips`) that neither the work tree nor `provided` (paths patches add) provides and
-    the sandbox's interpreter cannot import."""
+          provided: Iterable[str]) -> dict[str, str]:
+    """Listed tests (of `tests`) this run could not run at all -> why, in words:
+    - for want of a module the environment lacks: each id of the log it names that did not pass
+      (itself where it names none, absent) was skipped, or left out with its whole file, for want
+      of a module (`testrun.skips`) that neither the work tree nor `provided` (paths patches add)
+      provides and the sandbox's interpreter cannot import (`module: reason`);
+    - pytest: absent from the log, its file not collected (`not collected: file: error`).
+    Which of them are the environment's, not the candidate's, is the reference patch's run to say."""
     if spec.language != "python":
         return {}
     failing: dict[str, list[str]] = {}
@@ -250,7 +253,14 @@ def _gaps(run: SuiteRun, named: Mapping[str, list[str]], tests: Iterable[str], s
     found = {test: [skips[key] for key in keys] for test, keys in failing.items() if all(key in skips for key in keys)}
     absent = absent_modules(sandbox, command_python(spec.test_command),
                             {skip.module for said in found.values() for skip in said}, provided)
-    return {test: said[0] for test, said in found.items() if all(skip.module in absent for skip in said)}
+    gaps = {test: f"{said[0].module}: {said[0].reason}" for test, said in found.items()
+            if all(skip.module in absent for skip in said)}
+    uncollected = collection_errors(run.log) if spec.log_parser == "pytest" else {}
+    for test, keys in failing.items():
+        files = {key.split("::")[0] for key in keys if key not in run.statuses}
+        if test not in gaps and len(files) == len(keys) and files <= uncollected.keys():
+            gaps[test] = "; ".join(f"not collected: {file}: {uncollected[file]}" for file in sorted(files))
+    return gaps
 
 
 def _offline(result: SuiteRun, named: Mapping[str, list[str]], env: Environment) -> dict[str, str]:
@@ -276,7 +286,7 @@ class _Reference(NamedTuple):
     tampering: set[str]
     """What the guard reports of it: the project's own changes to pytest, not a candidate's."""
     gaps: dict[str, str]
-    """Listed tests it cannot run for want of a module the environment lacks (`_gaps`) -> the module."""
+    """Listed tests it cannot run at all (`_gaps`) -> why."""
     missing: set[str]
     """Modules its log says could not be imported that no patch provides (`missing_modules`)."""
 
@@ -290,7 +300,7 @@ def _reference_failures(env: Environment, instance: TaskInstance, files: list[st
     """The reference patch's run, guarded as a candidate's is: only tests that fail for want of the
     network with it too may leave scoring, so a candidate cannot opt a test out by making it look up
     a host; only what the guard reports of it too is not a candidate's tampering; only a test it
-    cannot run for want of a module either makes a candidate's report not scorable."""
+    cannot run either, for the same reason, makes a candidate's report not scorable."""
     key = hashlib.sha256("\0".join([instance.instance_id, instance.base_commit, instance.patch, instance.test_patch,
                                      *files, "\0", *tests, env.spec.model_dump_json(), str(env.config.standins)])
                          .encode("utf-8", "surrogateescape")).hexdigest()
@@ -307,7 +317,7 @@ def _reference_failures(env: Environment, instance: TaskInstance, files: list[st
         provided = [*patch_files(instance.patch), *patch_files(instance.test_patch)]
         found = _Reference(set(_offline(run, named, env)), {t for t in tests if not passed(_status(run.statuses, named[t]))},
                            set(guard.problems(run)) if guard else set(),
-                           {t: skip.module for t, skip in _gaps(run, named, tests, sandbox, env.spec, provided).items()},
+                           _gaps(run, named, tests, sandbox, env.spec, provided),
                            set(missing_modules(run, sandbox, patch_files(instance.patch), provided)))
     except (PatchApplyError, TestRunError):
         found = _Reference(set(), set(), set(), {}, set())

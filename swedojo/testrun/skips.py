@@ -191,6 +191,19 @@ def skipped_modules(log: str, parser: str = "pytest") -> dict[str, str]:
     return found
 
 
+def collection_errors(log: str) -> dict[str, str]:
+    """pytest: each test file the session could not collect -> the error's last line (`ImportError:
+    cannot import name 'raises' from ...`): none of its tests ran, whatever the code under test does."""
+    log = _outer(log)
+    found: dict[str, str] = {}
+    for header in _COLLECTION_ERROR.finditer(log):
+        following = _SECTION.search(log, header.end())
+        lines = [line.strip() for line in log[header.end():following.start() if following else len(log)].splitlines()]
+        said = [line.removeprefix("E").strip() for line in lines if line.startswith("E ")] or [line for line in lines if line]
+        found[header.group(1)] = said[-1] if said else "no error text"
+    return found
+
+
 _UNITTEST_SKIP = re.compile(r"^(\w+) \(([\w.]+)\).*? \.\.\. skipped (?:'(.*)'|\"(.*)\")$")
 _UNITTEST_FAILED_IMPORT = re.compile(r"^ImportError: Failed to import test module: ([\w.]+)$", re.MULTILINE)
 _UNITTEST_SECTION = re.compile(r"^(?:={20,}|-{20,})$", re.MULTILINE)

@@ -156,3 +156,32 @@ def test_scored_on_every_tier_a_not_scorable_report_earns_nothing_and_has_no_tie
     report = score(_env(mirror, task), task, trajectory, RewardConfig(mode=RewardMode.PARTIAL))
     assert report.status == EvalStatus.NOT_SCORABLE and set(report.environment_gaps) == GAPS, report.error
     assert report.reward == 0.0 and report.tiers == []
+
+
+LEGACY = "from collections import Mapping\n\n\ndef test_mapping():\n    assert Mapping\n"
+"""A test file written for an interpreter older than the environment's: it cannot be collected."""
+
+
+def test_a_listed_test_file_the_environment_cannot_collect_with_the_reference_patch_either_is_not_scorable(tmp_path):
+    """Gold was graded unresolved where the environment's interpreter could not import a listed
+    test file (a name the standard library has since dropped): no patch can make it run there. A
+    candidate whose own change keeps a file from being collected stays unresolved."""
+    mirror, task = make_task_repo(tmp_path)
+    task.test_patch += new_file("test_legacy.py", LEGACY)
+    task.PASS_TO_PASS = [*task.PASS_TO_PASS, "test_legacy.py::test_mapping"]
+    env = _env(mirror, task, verbose=True)
+    gold = grade(env, task, task.patch)
+    assert gold.status == EvalStatus.NOT_SCORABLE, (gold.status, gold.error, gold.log_tail)
+    assert list(gold.environment_gaps) == ["test_legacy.py::test_mapping"]
+    assert gold.environment_gaps["test_legacy.py::test_mapping"].startswith(
+        "not collected: test_legacy.py: ImportError: cannot import name 'Mapping' from 'collections'")
+    assert gold.error.startswith("1 listed test cannot run in this environment, with the reference patch too: "
+                                 "not collected: test_legacy.py: "), gold.error
+    wrong = grade(env, task, source_patch("calc.py", SOURCE, SOURCE.replace("a + b", "a - b")))
+    assert wrong.status == EvalStatus.NOT_SCORABLE and wrong.reward == 0.0
+    task.test_patch = task.test_patch.replace(new_file("test_legacy.py", LEGACY), "")
+    task.PASS_TO_PASS.remove("test_legacy.py::test_mapping")
+    task.test_patch += new_file("test_extra.py", "from calc import add\n\n\ndef test_extra():\n    assert add(1, 1) == 2\n")
+    task.PASS_TO_PASS.append("test_extra.py::test_extra")
+    broken = grade(env, task, source_patch("calc.py", SOURCE, FIXED.replace("def add(", "def plus(")))
+    assert broken.status == EvalStatus.UNRESOLVED and broken.environment_gaps == {}, (broken.status, broken.error)
