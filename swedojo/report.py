@@ -297,6 +297,8 @@ def _summary_section(summary: Summary | None, results: list[InstanceResult]) -> 
              f'<div class="card" id="count-resolved">resolved<b>{resolved}</b>{resolved / len(results):.0%} of the results</div>']
     cards += [f'<div class="card"><a href="#status={s.value}">{_status(s)}<b id="count-{s.value}">{counts[s]}</b></a></div>'
               for s in EvalStatus if counts[s]]
+    if any(r.cost_usd is not None or r.prompt_tokens + r.completion_tokens for r in results):
+        cards.append(f'<div class="card" id="cost">model cost<b>{_cost(results)}</b>{_tokens(results)}</div>')
     notes = []
     missing = total - len(results)
     if missing > 0:
@@ -308,6 +310,19 @@ def _summary_section(summary: Summary | None, results: list[InstanceResult]) -> 
     # The notes hold only escaped text and fixed words.
     return ('<section id="summary"><h2>Summary</h2><div class="cards">' + "".join(cards) + "</div>"
             + "".join(f'<p class="muted">{n}</p>' for n in notes) + "</section>")
+
+
+def _cost(results: list[InstanceResult]) -> str:
+    """The model's cost over `results` in dollars; what is at no known price is said, not counted as free."""
+    priced = [r.cost_usd for r in results if r.cost_usd is not None]
+    unknown = sum(r.cost_usd is None and r.prompt_tokens + r.completion_tokens > 0 for r in results)
+    if not priced:
+        return "unknown"
+    return f"${sum(priced):.4f}" + (f" + {unknown} at no known price" if unknown else "")
+
+
+def _tokens(results: list[InstanceResult]) -> str:
+    return f"{sum(r.prompt_tokens for r in results)} prompt, {sum(r.completion_tokens for r in results)} completion tokens"
 
 
 def _repo_section(rows: list[_Row]) -> str:
@@ -391,13 +406,14 @@ def _table_section(rows: list[_Row]) -> str:
             f'<td class="num">{tiers}</td><td>{_t(r.exit_status.value)}</td>'
             f'<td class="num">{"–" if row.steps is None else row.steps}</td>'
             f'<td class="num">{"–" if row.sampled_tokens is None else row.sampled_tokens}</td>'
+            f'<td class="num">{"–" if r.cost_usd is None else f"${r.cost_usd:.4f}"}</td>'
             f'<td class="num">{_seconds(r.duration_s)}</td><td class="err">{_t(r.error)}</td></tr>')
     return ('<section id="table"><h2>Instances</h2>'
             f'<p class="filter"><label>status <select id="status-filter">{"".join(options)}</select></label> '
             f'<span id="shown">{len(rows)}</span> of {len(rows)} shown</p>'
             '<table id="instances"><thead><tr><th>instance</th><th>repository</th><th>status</th><th class="num">reward</th>'
             '<th class="num">tiers passed</th><th>agent stopped</th><th class="num">steps</th><th class="num">tokens sampled</th>'
-            f'<th class="num">time</th><th>error</th></tr></thead><tbody>{"".join(body)}</tbody></table></section>')
+            f'<th class="num">cost</th><th class="num">time</th><th>error</th></tr></thead><tbody>{"".join(body)}</tbody></table></section>')
 
 
 def _instance_page(row: _Row, trajectory: Trajectory | None, problem: str, log: Path | None) -> str:
@@ -446,7 +462,7 @@ def _tests_section(result: InstanceResult) -> str:
         parts.append(f'<details class="tests" id="tests-{label}"{open_}><summary>{label}: {passed} of {len(statuses)} passed'
                      f"</summary><table><tbody>{lines}</tbody></table></details>")
     extras = (("modules missing from the environment", report.missing_modules), ("left out: need the network", report.needs_network),
-              ("not scorable: the environment lacks a module they need", report.environment_gaps),
+              ("not scorable: the environment cannot run them, with the reference patch either", report.environment_gaps),
               ("left out: not tests", report.not_tests), ("test infrastructure put back", report.restored),
               ("listed names that match no test of the log (counted as failed)", report.unmatched_tests))
     for label, items in extras:
@@ -524,6 +540,8 @@ def _trajectory_section(trajectory: Trajectory | None, problem: str) -> str:
     totals = [f"{len(trajectory.steps)} step{'s' if len(trajectory.steps) != 1 else ''}"]
     if sampled or trajectory.initial_prompt_token_ids:
         totals += [f"{sampled} tokens sampled", f"{len(trajectory.initial_prompt_token_ids)} tokens in the first prompt"]
+    if trajectory.cost_usd is not None:
+        totals.append(f"cost ${trajectory.cost_usd:.4f}")
     totals.append(f"ended: {trajectory.exit_status.value}")
     head = f'<p class="muted" id="trajectory-totals">{_t("; ".join(totals))}</p>'
     prompts = "".join(f"<details><summary>{label}</summary>{_pre(text)}</details>"

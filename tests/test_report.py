@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from swedojo.cli import app
 from swedojo.rundir import InstanceResult, RunDir, RunManifest
-from swedojo.schema import EvalStatus, ExitStatus, RewardReport, ToolCall
+from swedojo.schema import EvalStatus, ExitStatus, RewardReport, ToolCall, Trajectory
 from swedojo.tools.formats import get_format
 
 CHROMIUM = Path("/usr/bin/chromium")
@@ -119,7 +119,7 @@ def test_listed_names_that_match_no_test_are_shown(tmp_path):
     assert "listed names that match no test of the log (counted as failed)</p><pre>all tests</pre>" in _page(run, "o__r-1")
 
 
-def test_tests_the_environment_cannot_run_are_shown_with_their_module(tmp_path):
+def test_tests_the_environment_cannot_run_are_shown_with_why(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
     report = RewardReport(instance_id="o__r-1", status=EvalStatus.NOT_SCORABLE, pass_to_pass={"t.py::d": None},
@@ -128,7 +128,7 @@ def test_tests_the_environment_cannot_run_are_shown_with_their_module(tmp_path):
                             exit_status=ExitStatus.SUBMITTED, report=report)
     RunDir(run).results.write_text(result.model_dump_json() + "\n")
     _dojo("report", str(run))
-    assert "the environment lacks a module they need</p><pre>t.py::d: dask: requires dask</pre>" in _page(run, "o__r-1")
+    assert "the environment cannot run them, with the reference patch either</p><pre>t.py::d: dask: requires dask</pre>" in _page(run, "o__r-1")
     assert '<span class="badge s-not_scorable">not_scorable</span>' in _page(run, "o__r-1")
     assert ".s-not_scorable" in (run / "report" / "index.html").read_text()
 
@@ -293,3 +293,26 @@ def test_the_tiny_models_thinking_and_tokens_in_a_browser(runs, page):
     totals = page.locator("#trajectory-totals").inner_text()
     assert totals.startswith("2 steps; ") and "tokens in the first prompt" in totals and totals.endswith("ended: limit_steps")
     assert page.locator("#facts").inner_text().count("tiny:glm_moe_dsa") == 1
+
+
+def test_what_the_model_cost_is_shown_per_instance_and_for_the_run(tmp_path):
+    """A priced model's cost is in the index (a card and a column) and on the trajectory's page; an
+    instance at no known price is said to be so, not counted as free."""
+    run = tmp_path / "run"
+    (run / "trajectories").mkdir(parents=True)
+    rows = []
+    for number, cost in ((1, 0.0125), (2, None)):
+        instance = f"o__r-{number}"
+        report = RewardReport(instance_id=instance, status=EvalStatus.UNRESOLVED)
+        rows.append(InstanceResult(instance_id=instance, policy="model", status=EvalStatus.UNRESOLVED, resolved=False,
+                                   exit_status=ExitStatus.SUBMITTED, report=report, cost_usd=cost,
+                                   prompt_tokens=1000, completion_tokens=50))
+        trajectory = Trajectory(instance_id=instance, policy="model", exit_status=ExitStatus.SUBMITTED, cost_usd=cost)
+        (run / "trajectories" / f"{instance}.json").write_text(trajectory.model_dump_json())
+    RunDir(run).results.write_text("".join(r.model_dump_json() + "\n" for r in rows))
+    _dojo("report", str(run))
+    index = (run / "report" / "index.html").read_text()
+    assert ('<div class="card" id="cost">model cost<b>$0.0125 + 1 at no known price</b>2000 prompt, 100 completion '
+            "tokens</div>") in index
+    assert '<td class="num">$0.0125</td>' in index and '<th class="num">cost</th>' in index
+    assert "cost $0.0125; ended: submitted" in _page(run, "o__r-1")
