@@ -773,8 +773,10 @@ def summary_make(log: str) -> Counts | None:
 
 # --- unittest (-v; Django's runner and other scripts built on it print the same) ----------------
 
-_UNITTEST_TEST = re.compile(r"^(\w+|[\w.]+(?= \(unittest\.loader\._Failed)) \(([\w.]+)\)")
-"""A test's line; a test module unittest could not import is a test named by the module's dotted name."""
+UNITTEST_TEST = re.compile(r"^(\S+) \(([\w.]+?)(?:\.\1)?\)(?=\s|$)")
+"""A test's line: its name (any characters but spaces: generated tests have `test_HTML_(Simple)`;
+a test module unittest could not import is named by its dotted name), then its class, which
+Python 3.11+ ends with the name again (`(module.Class.name)`, read as `(module.Class)`)."""
 _UNITTEST_OUTCOME = re.compile(r"(ok|FAIL|ERROR|skipped (?:'.*'|\".*\")|expected failure|unexpected success)$")
 _UNITTEST_STATUS = {"ok": TestStatus.PASSED, "FAIL": TestStatus.FAILED, "ERROR": TestStatus.ERROR,
                     "skipped": TestStatus.SKIPPED, "expected failure": TestStatus.XFAIL,
@@ -793,9 +795,8 @@ def parse_unittest(log: str) -> dict[str, TestStatus]:
     pending = ""
     for raw in log.splitlines():
         line = raw.rstrip()
-        if match := _UNITTEST_TEST.match(line):
-            name, dotted = match.groups()
-            pending = f"{name} ({dotted.removesuffix('.' + name)})"
+        if match := UNITTEST_TEST.match(line):
+            pending = f"{match[1]} ({match[2]})"
         # the outcome ends the line that holds " ... " (the test's output may run into it), or stands alone
         outcome = _UNITTEST_OUTCOME.search(line.split(" ... ", 1)[1]) if " ... " in line \
             else _UNITTEST_OUTCOME.fullmatch(line.strip())

@@ -25,6 +25,7 @@ from pydantic import BaseModel
 
 from swedojo.sandboxes.base import Sandbox
 from swedojo.testrun.diagnose import provided_modules
+from swedojo.testrun.parsers import UNITTEST_TEST
 
 _VERBOSE_SKIP = re.compile(r"^(\S+::\S.*?) SKIPPED \((.*?)\)(?:\s+\[\s*\d+%\])?\s*$", re.MULTILINE)
 _VERBOSE_BARE_SKIP = re.compile(r"^(\S+::\S.*?) SKIPPED(?:\s+\[\s*\d+%\])?\s*$", re.MULTILINE)
@@ -204,7 +205,7 @@ def collection_errors(log: str) -> dict[str, str]:
     return found
 
 
-_UNITTEST_SKIP = re.compile(r"^(\w+) \(([\w.]+)\).*? \.\.\. skipped (?:'(.*)'|\"(.*)\")$")
+_UNITTEST_SKIPPED = re.compile(r" \.\.\. skipped (?:'(.*)'|\"(.*)\")$")
 _UNITTEST_FAILED_IMPORT = re.compile(r"^ImportError: Failed to import test module: ([\w.]+)$", re.MULTILINE)
 _UNITTEST_SECTION = re.compile(r"^(?:={20,}|-{20,})$", re.MULTILINE)
 
@@ -214,9 +215,9 @@ def _unittest_reasons(log: str) -> dict[str, ModuleSkip]:
     a reason naming a module -> the skip (`test_a (m.C) ... skipped 'requires numpy'`)."""
     found: dict[str, ModuleSkip] = {}
     for line in log.splitlines():
-        if (match := _UNITTEST_SKIP.match(line.rstrip())) and (module := named_module(reason := match[3] or match[4])):
-            name, dotted = match[1], match[2]
-            found[f"{name} ({dotted.removesuffix('.' + name)})"] = ModuleSkip(module=module, reason=reason)
+        test, skipped = UNITTEST_TEST.match(line), _UNITTEST_SKIPPED.search(line.rstrip())
+        if test and skipped and (module := named_module(reason := skipped[1] or skipped[2])):
+            found[f"{test[1]} ({test[2]})"] = ModuleSkip(module=module, reason=reason)
     return found
 
 

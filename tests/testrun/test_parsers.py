@@ -323,6 +323,11 @@ class Calc(unittest.TestCase):
     @unittest.expectedFailure
     def test_known_bug(self):
         self.assertTrue(False)
+
+
+# Generated tests, as a suite that makes one per data file names them: characters no identifier has.
+setattr(Calc, "test_Inline_HTML_(Simple)", lambda self: None)
+setattr(Calc, "test_Tabs-and-spaces", lambda self: None)
 """,
 }
 
@@ -334,7 +339,8 @@ def test_unittest_verbose(tmp_path: Path) -> None:
     results = parse_log("unittest", log)
     expected = {f"{name} (tests.test_mix.Calc)": status for name, status in [
         ("test_ok", P), ("test_documented", P), ("test_prints", P), ("test_bad", F), ("test_broken", E),
-        ("test_skipped", S), ("test_skipped_quoted", S), ("test_known_bug", XF)]}
+        ("test_skipped", S), ("test_skipped_quoted", S), ("test_known_bug", XF),
+        ("test_Inline_HTML_(Simple)", P), ("test_Tabs-and-spaces", P)]}
     assert results == expected, log
     assert check_counts("unittest", log, results, code) == []
     assert check_counts("unittest", log + "\ntest_forged (tests.test_mix.Calc) ... ok\n",
