@@ -32,8 +32,16 @@ from swedojo.serve.cli import serve_command
 from swedojo.tools.cli import tools_command
 
 if TYPE_CHECKING:
+    from swedojo.datasets.gen.many import UnitRunner
     from swedojo.evaluate import Summary
     from swedojo.repolaunch.fallback import SetupAgent
+
+
+def _gen_unit_runner(executor: str, address: str | None, workers: int) -> UnitRunner:
+    """`dojo gen --executor`: where its units run (the executors are a layer above the datasets)."""
+    from swedojo.executors import gen_unit_runner
+
+    return gen_unit_runner(executor, address, workers)
 
 
 def _setup_agent(model: str, max_steps: int | None, api_key_env: str) -> SetupAgent:
@@ -68,7 +76,7 @@ console = Console(soft_wrap=True)
 app.command("tools")(tools_command)
 app.command("export")(export_command)
 app.command("mismatch")(mismatch_command)
-app.command("gen")(gen_command)
+app.command("gen")(gen_command(_gen_unit_runner))
 app.command("launch")(launch_command(_setup_agent))
 app.add_typer(sandbox_app, name="sandbox")
 app.command("serve")(serve_command)

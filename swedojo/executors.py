@@ -20,7 +20,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from swedojo.errors import BadInputError
 from swedojo.rundir import InstanceResult
@@ -28,6 +28,11 @@ from swedojo.schema import TaskInstance
 
 if TYPE_CHECKING:
     import ray
+
+    from swedojo.datasets.gen.many import UnitRunner
+
+W = TypeVar("W")
+R = TypeVar("R")
 
 EXECUTORS = ("local", "ray")
 
@@ -202,6 +207,16 @@ def run_on_ray_worker(work: InstanceWork, instance: TaskInstance, board: Any) ->
     return work(instance, lambda what: board.post.remote(instance.instance_id, what))
 
 
+def run_unit_on_ray_worker(fn: Callable[[W], R], item: W, paths: list[Path]) -> R:
+    """The body of one `RayExecutor.map` task: check the item's paths are visible here, then run it."""
+    for path in paths:
+        if not path.is_dir():
+            raise SharedFilesystemError(
+                f"Ray node {_node_name()} cannot see {path}: --executor ray needs the driver's paths (repositories, "
+                "--out) on every node, e.g. a shared filesystem mounted at the same place")
+    return fn(item)
+
+
 _SINGLE_HOST = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"
 
 
@@ -264,6 +279,29 @@ class RayExecutor:
             raise RayClusterError(f"no Ray cluster {where}: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") \
                 from exc
         return True
+
+    def map(self, fn: Callable[[W], R], items: list[W], paths: Callable[[W], list[Path]],
+            lost: Callable[[W, str], R]) -> Iterator[R]:
+        """`fn(item)` as one Ray task per item (a repository's `dojo gen` unit: coarse work, so all are
+        submitted at once and Ray queues them on the cluster's CPUs), results yielded as they end. A
+        task lost with its node is run again elsewhere (`max_retries`): `fn` must resume what its lost
+        attempt did (a unit replays its journal). One Ray gave up on is `lost(item, why)`."""
+        ray = _import_ray()
+        started = self._connect(ray)
+        running: dict[Any, W] = {}
+        try:
+            task = ray.remote(num_cpus=1, max_retries=RAY_TASK_RETRIES)(run_unit_on_ray_worker)
+            running = {task.remote(fn, item, paths(item)): item for item in items}
+            while running:
+                done, _ = ray.wait(list(running), num_returns=1)
+                for ref in done:
+                    item = running.pop(ref)
+                    yield _mapped(ray, ref, item, lost)
+        finally:
+            for ref in running:  # a driver that stays connected leaves no work behind
+                ray.cancel(ref)
+            if started:
+                ray.shutdown()
 
     def _run(self, ray: Any, queue: Iterator[TaskInstance], work: InstanceWork, record: Record, on_stage: Staged,
              stop: threading.Event | None) -> None:
@@ -332,6 +370,21 @@ def _result(ray: Any, ref: ray.ObjectRef, instance: TaskInstance, work: Instance
         return work.lost(instance, f"ray: {type(exc).__name__} after {RAY_TASK_RETRIES} retries: {first}")
 
 
+def _mapped(ray: Any, ref: ray.ObjectRef, item: W, lost: Callable[[W, str], R]) -> R:
+    """A `map` task's result; one Ray gave up on (its retries spent) is `lost(item, why)`."""
+    from ray.exceptions import RayError, RayTaskError
+
+    try:
+        return ray.get(ref)
+    except RayTaskError as exc:
+        if isinstance(exc.cause, SharedFilesystemError):
+            raise exc.cause from None
+        raise  # the work itself failed: a bug, ends the run
+    except RayError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        return lost(item, f"ray: {type(exc).__name__} after {RAY_TASK_RETRIES} retries: {first}")
+
+
 def _cluster_cpus(ray: Any) -> int:
     """The CPUs of the cluster's live nodes now (at least 1: with none, tasks wait for a node)."""
     return max(1, int(ray.cluster_resources().get("CPU", 0)))
@@ -358,3 +411,28 @@ def executor(name: str, workers: int = 1, address: str | None = None) -> Executo
         return RayExecutor(address, workers)
     raise ValueError(f"unknown --executor {name!r}; choose {' or '.join(EXECUTORS)}")
 
+
+def gen_unit_runner(name: str, address: str | None = None, workers: int = 1) -> UnitRunner:
+    """Where `dojo gen`'s units (one per repository) run: one after another here (`local`), or a Ray
+    task each (`ray`: on the cluster at `address`, or on a Ray of `workers` CPUs started here). A
+    Ray `address` where nothing accepts a connection raises RayClusterError here, before any work."""
+    from swedojo.datasets.gen.many import GenUnit, UnitState, run_here, run_unit
+
+    if name == "local":
+        if address:
+            raise ValueError("--address is for --executor ray")
+        return run_here
+    if name != "ray":
+        raise ValueError(f"unknown --executor {name!r}; choose {' or '.join(EXECUTORS)}")
+    if address:
+        check_listening(address)
+    on_ray = RayExecutor(address, workers)
+
+    def paths(unit: GenUnit) -> list[Path]:
+        repo = Path(unit.repo)
+        return [unit.out.parent] + ([repo] if repo.is_absolute() else []) + ([unit.mirror] if unit.mirror else [])
+
+    def lost(unit: GenUnit, why: str) -> UnitState:  # not done: a rerun resumes it from its journal
+        return UnitState(repo=unit.repo, name=unit.name, mode=unit.mode, error=why)
+
+    return lambda units: on_ray.map(run_unit, units, paths, lost)
