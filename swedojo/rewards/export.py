@@ -46,7 +46,7 @@ from pydantic import BaseModel, ValidationError
 
 from swedojo.rewards.advantages import AdvantageConfig, group_advantages
 from swedojo.rundir import InstanceResult, RunDir, RunManifest
-from swedojo.schema import EvalStatus, ExitStatus, LogprobKind, Step, Trajectory
+from swedojo.schema import EvalStatus, ExitStatus, LogprobKind, RewardReport, Step, Trajectory
 
 
 class RunDirError(ValueError):
@@ -124,7 +124,7 @@ class TokenRecord(BaseModel):
     reward: float
     """Scalar reward from the run's report."""
     reward_tiers: dict[str, float]
-    """Tier name -> score, when tiers were computed."""
+    """Tier name -> score, of the tiers that were scored (one not scored is absent, never 0.0)."""
     resolved: bool
     """Resolved per SWE-bench."""
     eval_status: str
@@ -195,7 +195,7 @@ class MessageRecord(BaseModel):
     reward: float
     """Scalar reward from the run's report."""
     reward_tiers: dict[str, float]
-    """Tier name -> score."""
+    """Tier name -> score, of the tiers that were scored (one not scored is absent, never 0.0)."""
     resolved: bool
     """Resolved per SWE-bench."""
     metadata: dict[str, Any]
@@ -340,8 +340,14 @@ def routed_experts(trajectory: Trajectory) -> list[list[list[int]]] | None:
     return rows
 
 
+def scored_tiers(report: RewardReport) -> dict[str, float]:
+    """Tier name -> score of the tiers that were scored: a tier with nothing to judge (no browser for
+    a code task) is absent, not a 0.0 a trainer would read as failed."""
+    return {t.name: t.score for t in sorted(report.tiers, key=lambda t: t.tier) if t.scored}
+
+
 def _tiers(sample: Sample) -> dict[str, float]:
-    return {t.name: t.score for t in sorted(sample.result.report.tiers, key=lambda t: t.tier)}
+    return scored_tiers(sample.result.report)
 
 
 def token_record(sample: Sample, advantage: float) -> TokenRecord:

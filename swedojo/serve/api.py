@@ -108,7 +108,7 @@ class SampleOut(BaseModel):
     reward: float
     """Scalar reward from the report."""
     reward_tiers: dict[str, float] = {}
-    """Tier name -> score, when tiers were computed."""
+    """Tier name -> score, of the tiers that were scored (one not scored is absent, never 0.0)."""
     resolved: bool = False
     """Resolved per SWE-bench."""
     advantage: float = 0.0

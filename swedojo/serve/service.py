@@ -30,7 +30,7 @@ from swedojo.datasets.io import SuiteFormatError, select_instances
 from swedojo.datasets.registry import SUITES, load_suite
 from swedojo.rewards.advantages import AdvantageConfig, group_advantages
 from swedojo.rewards.compose import RewardConfig
-from swedojo.rewards.export import Sample, TokenMismatchError, token_record
+from swedojo.rewards.export import Sample, TokenMismatchError, scored_tiers, token_record
 from swedojo.rewards.tiers import BaselineCache
 from swedojo.rollout import EnvironmentResolver, run_instance
 from swedojo.rundir import InstanceResult, file_name
@@ -373,7 +373,7 @@ class RolloutService:
             sample_id=f"{batch.batch_id}/{path.stem}", instance_id=result.instance_id, group_id=result.instance_id,
             outcome=SampleOutcome.INFRA_ERROR if result.status in NO_VERDICT else SampleOutcome.VALID,
             status=result.status.value, exit_status=result.exit_status.value, reward=report.reward,
-            reward_tiers={t.name: t.score for t in sorted(report.tiers, key=lambda t: t.tier)},
+            reward_tiers=scored_tiers(report),
             resolved=result.resolved, weight_version_start=start, weight_version_end=end,
             trajectory_path=str(path) if path.is_file() else "", error=result.error,
         )

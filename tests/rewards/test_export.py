@@ -33,7 +33,8 @@ def _trajectory(instance_id: str, seed: int, **changes) -> Trajectory:
 
 def _result(instance_id: str, reward: float, status: EvalStatus = EvalStatus.UNRESOLVED) -> InstanceResult:
     tiers = [TierScore(tier=0, name="format", score=1.0, passed=True),
-             TierScore(tier=2, name="tests", score=reward, passed=reward == 1.0)]
+             TierScore(tier=2, name="tests", score=reward, passed=reward == 1.0),
+             TierScore(tier=4, name="runtime", score=0.0, passed=False, scored=False)]  # no browser for code: absent
     report = RewardReport(instance_id=instance_id, status=status, resolved=reward == 1.0, tiers=tiers, reward=reward)
     return InstanceResult(instance_id=instance_id, policy="model", status=status, resolved=reward == 1.0,
                           exit_status=ExitStatus.SUBMITTED, report=report)
