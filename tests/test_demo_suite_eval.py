@@ -24,6 +24,16 @@ def test_gold_resolves_every_demo_task_with_full_reward(tmp_path):
     # the browser tiers judge front-end tasks only
     why = {"verification": "no other test passed at base", "runtime": "not a front-end task", "visual": "not a front-end task"}
     assert all(t["scored"] or t["evidence"]["not_scored"] == why[t["name"]] for vector in tiers for t in vector)
+    # Its message export is a whole conversation: the prompts an agent would have had, then the calls.
+    exported = CliRunner().invoke(app, ["export", str(tmp_path / "gold"), "--format", "messages"])
+    assert exported.exit_code == 0, exported.output
+    first = json.loads((tmp_path / "gold" / "messages.jsonl").read_text().splitlines()[0])
+    roles = [m["role"] for m in first["messages"]]
+    assert roles[:3] == ["system", "user", "assistant"] and roles.count("assistant") == 2, roles
+    from swedojo.datasets.registry import load_suite
+
+    issue = next(i for i in load_suite("demo").loaded.instances if i.instance_id == first["instance_id"]).problem_statement
+    assert issue.strip() in first["messages"][1]["content"] and "# Tools" in first["messages"][0]["content"]
 
 
 def test_empty_resolves_no_demo_task(tmp_path):

@@ -13,11 +13,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from swedojo.agent.base import RunContext
+from swedojo.agent.loop import SYSTEM_PROMPT, TASK_PROMPT
 from swedojo.rundir import file_name
 from swedojo.sandboxes.base import Sandbox
 from swedojo.schema import ExitStatus, Step, TaskInstance, ToolCall, Trajectory
 from swedojo.testrun.patches import apply_commands
 from swedojo.tools.base import ToolContext
+from swedojo.tools.formats import get_format
 from swedojo.tools.registry import ToolRegistry, ToolSetConfig
 
 
@@ -72,8 +74,12 @@ class GoldPolicy:
 
     def solve(self, instance: TaskInstance, sandbox: Sandbox, run: RunContext | None = None) -> Trajectory:
         registry = _tool_registry()
+        # The prompts an agent would have had, its tools called natively (as the steps record them):
+        # a message export of the gold run is a whole conversation, fit for fine-tuning.
         trajectory = Trajectory(instance_id=instance.instance_id, policy=self.name, group_id=run.group_id if run else "",
-                                tool_fingerprints=registry.fingerprints(), toolset_fingerprint=registry.fingerprint)
+                                tool_fingerprints=registry.fingerprints(), toolset_fingerprint=registry.fingerprint,
+                                system_prompt=SYSTEM_PROMPT.format(tools=get_format("native").render_tools(registry.specs())),
+                                task_prompt=TASK_PROMPT.format(workdir=sandbox.workdir, issue=instance.problem_statement.strip()))
         apply = ToolCall(name="bash", arguments={"command": gold_apply_command(instance.patch)})
         ctx = _context(run)
         _act(registry, trajectory, sandbox, run, Step(index=0, phase="execute", tool_calls=[apply]), ctx)
