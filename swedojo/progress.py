@@ -96,6 +96,10 @@ class RunProgress:
         self.running: dict[str, tuple[float, str]] = {}
         """Instance id -> (when it started, what it is doing now)."""
         self._started = time.monotonic()
+        self._durations: list[float] = []
+        """How long each finished instance took, from its first stage."""
+        self._width = 1
+        """The most instances seen running at once: the run's pace."""
         self._lock = threading.Lock()
         self._bar = Progress(SpinnerColumn(), TextColumn("evaluating"), BarColumn(), MofNCompleteColumn(),
                              TextColumn("{task.fields[tally]}"), TimeElapsedColumn(), TextColumn("{task.fields[eta]}"))
@@ -105,18 +109,29 @@ class RunProgress:
         """`instance_id` does `what` now (the first call starts its clock)."""
         with self._lock:
             self.running[instance_id] = (self.running.get(instance_id, (time.monotonic(), ""))[0], what)
+            self._width = max(self._width, len(self.running))
 
     def finish(self, instance_id: str, status: EvalStatus) -> None:
         with self._lock:
-            self.running.pop(instance_id, None)
+            started = self.running.pop(instance_id, None)
+            if started is not None:
+                self._durations.append(time.monotonic() - started[0])
             self.done += 1
             self.counts[status.value] = self.counts.get(status.value, 0) + 1
 
     def eta_s(self) -> float | None:
-        """Seconds left at the mean pace so far; None before the first instance finished."""
+        """Seconds left: the instances not finished at the mean time one took, less what the running
+        ones have done (each counted up to that mean), over as many at once as the run has had. It
+        falls while the run waits on a long instance, where elapsed-per-done grew with every tick.
+        None before the first instance finished."""
         if not self.done:
             return None
-        return (time.monotonic() - self._started) / self.done * (self.total - self.done)
+        now = time.monotonic()
+        if not self._durations:  # finished without a stage: the run's pace so far
+            return (now - self._started) / self.done * (self.total - self.done)
+        mean = sum(self._durations) / len(self._durations)
+        begun = sum(min(now - since, mean) for since, _ in self.running.values())
+        return max(0.0, (self.total - self.done) * mean - begun) / self._width
 
     def tally(self) -> str:
         """`N resolved, N errors[, N timed out]`; errors: infra_error, the harness's failures."""

@@ -53,6 +53,25 @@ def test_run_progress_says_done_of_total_the_tallies_the_eta_and_each_running_st
     assert board.eta_s() is not None and board.eta_s() >= 0
 
 
+def test_the_eta_falls_while_the_run_waits_on_a_long_instance(monkeypatch) -> None:
+    """Elapsed-per-done grew with every tick while nothing finished ("ETA grows while waiting"):
+    the ETA is the instances left at the mean an instance took, less what the running ones did."""
+    clock = [1000.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    board = RunProgress(4)
+    for name in ("a", "b"):
+        board.stage(name, "starting")
+    clock[0] += 10
+    board.finish("a", EvalStatus.RESOLVED)  # 10 s each, two at once
+    board.stage("c", "starting")
+    etas = []
+    for _ in range(4):
+        etas.append(board.eta_s())
+        clock[0] += 2
+    assert etas == sorted(etas, reverse=True) and etas[0] > etas[-1], etas
+    assert etas[0] == (3 * 10 - 10 - 0) / 2  # b has run its mean, c nothing yet
+
+
 def _slow_task(tmp_path: Path, seconds: int) -> tuple[Path, Path, TaskInstance]:
     """(mirror, suite file, task) where the failing-to-passing test takes `seconds`."""
     mirror, task = make_task_repo(tmp_path / "mirror")
