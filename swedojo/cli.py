@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 import signal
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -58,9 +59,21 @@ def _setup_agent(model: str, max_steps: int | None, api_key_env: str) -> SetupAg
     return ModelSetupAgent(backend, settings, name=model)
 
 
+PIPED_HELP_WIDTH = 160
+"""Columns of help written to a pipe or a file (rich's default there is 80, where the options
+table cut option names: `--perceptual-mod…`); `TERMINAL_WIDTH` sets another."""
+
+
 class DojoGroup(TyperGroup):
     """The `dojo` command group: the one place a `BadInputError` from any command (or any layer below
     it) becomes one line on stderr and exit status 2, instead of a traceback."""
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        import typer.rich_utils
+
+        if typer.rich_utils.MAX_WIDTH is None and not sys.stdout.isatty():
+            typer.rich_utils.MAX_WIDTH = PIPED_HELP_WIDTH
+        return super().main(*args, **kwargs)
 
     def invoke(self, ctx: typer.Context) -> Any:
         try:

@@ -107,3 +107,21 @@ def test_sandbox_exec_passes_the_words_after_the_dashes_as_they_are(tmp_path: Pa
     assert line.exit_code == 0 and line.output == "one\n", line.output  # one word: a command line for bash
     monkeypatch.chdir(tmp_path)
     _one_line_error(_dojo("sandbox", "exec", "--backend", "local", "--", "true"), "--repo", "inside a git repository")
+
+
+def test_help_piped_at_80_columns_shows_every_option_whole() -> None:
+    """Piped (`dojo eval --help | less`), rich laid the options table out in 80 columns and cut
+    names to `--perceptual-mod…`: a reader could not tell which option it was."""
+    import os
+    import subprocess
+    import sys
+
+    import typer.main
+
+    env = {k: v for k, v in os.environ.items() if k != "TERMINAL_WIDTH"} | {"COLUMNS": "80"}
+    for name in ("eval", "run", "gen"):
+        shown = subprocess.run([sys.executable, "-m", "swedojo.cli", name, "--help"], capture_output=True, text=True,
+                               env=env, check=True).stdout
+        options = [o for p in typer.main.get_command(app).commands[name].params for o in p.opts if o.startswith("--")]
+        assert options and all(o in shown for o in options), [o for o in options if o not in shown]
+        assert "…" not in shown
