@@ -136,12 +136,14 @@ def test_dojo_eval_on_web_demo_on_docker_resolves_gold_and_no_empty(tmp_path):
         assert all(r["status"] == status for r in rows), [(r["instance_id"], r["status"], r.get("error")) for r in rows]
 
 
-def test_a_page_redefining_a_built_in_does_not_blind_the_measurement(tmp_path):
+@pytest.mark.parametrize("backend", ["local", pytest.param("docker", marks=pytest.mark.docker)])
+def test_a_page_redefining_a_built_in_does_not_blind_the_measurement(tmp_path, backend):
     """The measuring script ran in the page's own world: a page whose script made
     `Array.prototype.push` do nothing hid every violation it found (score 0.8 -> 1.0)."""
     instance = _task("deck")
     blind = "<script>Array.prototype.push = function () { return this.length; };</script>\n</head>"
-    with RESOLVER.resolve(instance).open(instance.base_commit) as sandbox:
+    resolver = RESOLVER if backend == "local" else EnvironmentResolver(backend="docker", mirror=SUITE.mirror)
+    with resolver.resolve(instance).open(instance.base_commit) as sandbox:
         apply_patch(sandbox, instance.patch, "gold")
         page = sandbox.read_file("index.html").decode()
         assert "</head>" in page
