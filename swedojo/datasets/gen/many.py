@@ -33,8 +33,8 @@ from swedojo.datasets.gen.run import (
     MODES,
     UnknownModeError,
     YieldReport,
-    _yield,
     generate,
+    yield_report,
 )
 from swedojo.datasets.gen.settings import GenSettings
 from swedojo.datasets.gen.synthesis import NoMutableSourcesError, NoPassingTestsError
@@ -226,7 +226,7 @@ def merge(out: Path, units: list[GenUnit]) -> tuple[list[TaskInstance], YieldRep
             link.symlink_to(os.path.relpath(generated, link.parent), target_is_directory=True)
     kept = sorted(tasks.values(), key=lambda t: (t.repo, t.instance_id))
     write_suite_file(kept, out / "suite.jsonl")
-    report = _yield(entries, kept)
+    report = yield_report(entries, kept)
     _write_atomically(out / "yield.json", report.model_dump_json(indent=1))
     _write_atomically(out / "units.json", UnitsReport(units=[read_state(u) for u in units]).model_dump_json(indent=1))
     return kept, report

@@ -86,7 +86,7 @@ class GenResult(BaseModel):
     """The suite file."""
 
 
-def _yield(entries: list[Entry], kept: list[TaskInstance]) -> YieldReport:
+def yield_report(entries: list[Entry], kept: list[TaskInstance]) -> YieldReport:
     per: dict[str, StrategyYield] = defaultdict(StrategyYield)
     for e in entries:
         y = per[e.strategy]
@@ -113,7 +113,7 @@ def write_outputs(out: Path) -> YieldReport:
     entries = [e for path in sorted((out / "journal").glob("*.jsonl")) for e in read_entries(path)]
     kept = [e.instance for e in entries if e.outcome == Outcome.KEPT and e.instance is not None]
     write_suite_file(kept, out / "suite.jsonl")
-    report = _yield(entries, kept)
+    report = yield_report(entries, kept)
     (out / "yield.json").write_text(report.model_dump_json(indent=1))
     return report
 
