@@ -456,16 +456,22 @@ def _pytest_addopts(name: str, text: str) -> list[str] | None:
     return shlex.split(parser.get(section, "addopts", fallback=""))
 
 
-def pytest_config_fail_fast(root: Path) -> ConfigFailFast | None:
-    """`-x`/`--exitfirst`/`--maxfail` in the `addopts` of the configuration file pytest reads in
-    `root`, with `--maxfail=0` to undo it; None when that file has none (or there is no file)."""
+def pytest_config_addopts(root: Path) -> tuple[str, list[str]]:
+    """The configuration file pytest reads in `root` and its `addopts` words; ("", []) where none."""
     for name in PYTEST_CONFIG_FILES:
         path = root / name
         addopts = _pytest_addopts(name, read_text(path)) if path.is_file() else None
         if addopts is not None:
-            _, found = strip_fail_fast(shlex.join(["pytest", *addopts]))
-            return ConfigFailFast(file=name, found=found, override=PYTEST_UNDO) if found else None
-    return None
+            return name, addopts
+    return "", []
+
+
+def pytest_config_fail_fast(root: Path) -> ConfigFailFast | None:
+    """`-x`/`--exitfirst`/`--maxfail` in the `addopts` of the configuration file pytest reads in
+    `root`, with `--maxfail=0` to undo it; None when that file has none (or there is no file)."""
+    name, addopts = pytest_config_addopts(root)
+    _, found = strip_fail_fast(shlex.join(["pytest", *addopts]))
+    return ConfigFailFast(file=name, found=found, override=PYTEST_UNDO) if found else None
 
 
 MOCHA_CONFIG_FILES = (".mocharc.cjs", ".mocharc.js", ".mocharc.yaml", ".mocharc.yml", ".mocharc.jsonc", ".mocharc.json")

@@ -391,3 +391,18 @@ def test_a_unittest_suite_skipping_for_a_module_gets_it_installed(make_repo, tmp
     assert spec.skipped_for_modules == {}
     log = (tmp_path / "out" / "build.log").read_text()
     assert "tests skipped for want of six, toml: installing six, toml and validating again" in log, log[-3000:]
+
+
+def test_a_project_whose_addopts_use_the_cache_plugin_keeps_it_out_of_the_work_tree(make_repo, tmp_path: Path,
+                                                                                    env_cache: Path) -> None:
+    """`addopts = --failed-first` is the cache plugin's option: under `-p no:cacheprovider` pytest
+    stopped at "unrecognized arguments" and every plan failed at test discovery."""
+    repo = make_repo("failed-first", {
+        "pyproject.toml": module_project("f") + "[tool.pytest.ini_options]\naddopts = '--failed-first -ra'\n",
+        "f.py": "def four():\n    return 4\n",
+        "test_f.py": "from f import four\n\n\ndef test_four():\n    assert four() == 4\n",
+    })
+    spec = launch(str(repo), tmp_path / "out", cache_dir=env_cache / "envs")
+    assert spec.test_status == {"test_f.py::test_four": P}
+    assert "no:cacheprovider" not in spec.test_command and "--cache-clear" in spec.test_command, spec.test_command
+    assert "addopts use the cache plugin's --failed-first" in (tmp_path / "out" / "build.log").read_text()

@@ -64,6 +64,7 @@ from swedojo.repolaunch.recipes.pyreqs import (
     tox_envs,
     tox_lines,
 )
+from swedojo.repolaunch.runner import pytest_config_addopts
 from swedojo.testrun.skips import named_module
 
 PYTHON_RELEASES = {
@@ -80,6 +81,12 @@ PIP_TOOL = "/opt/swedojo/pip"
 MIN_PYTHON = (3, 9)
 """Oldest interpreter swedojo's pip can drive with `--python`."""
 OVERLAY = '"$HOME/.swedojo-venv"'
+CACHE_PLUGIN_OPTIONS = frozenset({
+    "--lf", "--last-failed", "--ff", "--failed-first", "--nf", "--new-first", "--lfnf", "--last-failed-no-failures",
+    "--cache-show", "--cache-clear", "--sw", "--stepwise", "--sw-skip", "--stepwise-skip", "--sw-reset", "--stepwise-reset"})
+"""Options of pytest's cache plugin and of stepwise, which needs it: unknown with `-p no:cacheprovider`."""
+PYTEST_CACHE = "/tmp/swedojo-pytest-cache"
+"""Where pytest's cache goes where the project's options need the plugin: out of the work tree."""
 NOT_EDITABLE = '"$HOME/.swedojo-venv/not-editable"'
 """Marks a sandbox whose project could not be installed editable (see `EDITABLE_OR_INSTALLED`)."""
 EDITABLE_OR_INSTALLED = (
@@ -649,7 +656,20 @@ class _PythonPlan:
         if self.editable:
             out.rebuild_commands.append(EDITABLE_OR_INSTALLED)
             out.build_command = REINSTALL_IF_NOT_EDITABLE
-        out.test_command, out.log_parser = self._runner() or ("python -m pytest -rA -v -p no:cacheprovider", "pytest")
+        out.test_command, out.log_parser = self._runner() or (self._pytest_command(), "pytest")
+
+    def _pytest_command(self) -> str:
+        """pytest without its cache plugin (no `.pytest_cache` in the work tree, no state carried from
+        one run to the next), unless the project's `addopts` use the plugin's options (`--ff`,
+        `--sw`): pytest then refuses them as unrecognized and runs nothing. Its cache then goes out
+        of the work tree and is cleared at the start of every run."""
+        file, addopts = pytest_config_addopts(self.root)
+        used = sorted({word.split("=")[0] for word in addopts} & CACHE_PLUGIN_OPTIONS)
+        if not used:
+            return "python -m pytest -rA -v -p no:cacheprovider"
+        self.out.note(file, f"addopts use the cache plugin's {', '.join(used)}: its cache is kept in /tmp, cleared "
+                            "at the start of every run")
+        return f"python -m pytest -rA -v -o cache_dir={PYTEST_CACHE} --cache-clear"
 
     def _runner(self) -> tuple[str, str] | None:
         """The project's own unittest-style runner (`python -m unittest`, a `runtests.py` script)
