@@ -406,3 +406,12 @@ def test_a_project_whose_addopts_use_the_cache_plugin_keeps_it_out_of_the_work_t
     assert spec.test_status == {"test_f.py::test_four": P}
     assert "no:cacheprovider" not in spec.test_command and "--cache-clear" in spec.test_command, spec.test_command
     assert "addopts use the cache plugin's --failed-first" in (tmp_path / "out" / "build.log").read_text()
+
+
+def test_an_import_name_is_mapped_to_the_distribution_that_provides_it() -> None:
+    """A suite's own pytest plugin imported `xdist`; the retry installed a distribution `xdist`
+    (another project's), not pytest-xdist, and every plan failed at discovery."""
+    from swedojo.repolaunch.recipes.pyreqs import distribution_of
+
+    assert [distribution_of(m) for m in ("xdist", "yaml", "pytest_mock", "torch")] == \
+        ["pytest-xdist", "PyYAML", "pytest-mock", ""]

@@ -305,6 +305,7 @@ IMPORT_DISTRIBUTIONS = {
     "netCDF4": "netCDF4", "cftime": "cftime", "nc_time_axis": "nc-time-axis", "tables": "tables", "fitz": "PyMuPDF",
     "pkg_resources": "setuptools", "mpl_toolkits": "matplotlib", "IPython": "ipython", "win32api": "",
     "_pytest": "pytest", "typing_extensions": "typing-extensions", "ruamel": "ruamel.yaml", "graphviz": "graphviz",
+    "xdist": "pytest-xdist", "hamcrest": "PyHamcrest",
 }
 """Import names whose distribution is named otherwise (empty: none installs on Linux)."""
 
