@@ -24,7 +24,7 @@ from swedojo.errors import BadInputError, output_dir
 from swedojo.progress import RunProgress, reporting, shown
 from swedojo.repolaunch.cli import launch_command
 from swedojo.rewards.cli import export_command, mismatch_command
-from swedojo.rundir import IssueRunDir, RunDir
+from swedojo.rundir import IssueRunDir, RunDir, suite_sha256
 from swedojo.sandboxes.cli import sandbox_app
 from swedojo.sandboxes.registry import backend as sandbox_backend
 from swedojo.sandboxes.registry import names as sandbox_backends
@@ -307,7 +307,6 @@ def eval_command(
         claim,
         evaluate,
         pending,
-        suite_sha256,
         to_grade,
     )
     from swedojo.executors import ExecutorError

@@ -32,13 +32,7 @@ from swedojo.rewards.compose import RewardConfig
 from swedojo.rewards.swebench_reports import run_report, write_instance_files
 from swedojo.rewards.tiers import BaselineCache
 from swedojo.rollout import EnvironmentResolver, run_instance, spent
-from swedojo.rundir import (
-    InstanceResult,
-    RunDir,
-    RunManifest,
-    suite_sha256,  # noqa: F401 (`dojo eval` imports it from here)
-    write_atomic,
-)
+from swedojo.rundir import InstanceResult, RunDir, RunManifest, write_atomic
 from swedojo.sandboxes.scope import SandboxScope, scoped
 from swedojo.schema import (
     EvalStatus,
