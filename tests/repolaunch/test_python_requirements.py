@@ -244,6 +244,11 @@ def test_what_few_ci_jobs_install_is_left_to_the_skips(tmp_path: Path) -> None:
     assert not any(word in optional for word in ("numpy", "tensorflow", "flake8"))
     assert ".github/workflows/runtests.yml: job optional installs numpy, tensorflow, which fewer than half of the 5 " \
            "test jobs do: left to what the tests' skips ask for" in [f"{e.file}: {e.says}" for e in analysis.evidence]
+    # Test jobs that install from requirement files only count too: one extras job of four is not the suite's.
+    jobs = [job.format(name=f"tests{i}", names="-r requirements.txt", test="pytest") for i in range(3)]
+    jobs.append(job.format(name="extras", names="numpy", test="pytest"))
+    write_tree(tmp_path, {"requirements.txt": "iniconfig\n", ".github/workflows/runtests.yml": "jobs:\n" + "".join(jobs)})
+    assert "numpy" not in " ".join(analyse(tmp_path, WHEN).install_commands)
 
 
 def test_a_module_the_conftest_cannot_import_is_installed_and_the_launch_tried_again(make_repo, tmp_path: Path,

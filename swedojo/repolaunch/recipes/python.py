@@ -544,8 +544,9 @@ class _PythonPlan:
             self.out.note(".github/workflows", f"CI runs python {', '.join(versions)}")
 
     def _ci_installs(self, by_job: dict[tuple[str, str], list[str]]) -> None:
-        """Take what CI jobs install by name as optional requirements: what the jobs that run the
-        tests (all jobs, where none visibly does) install in at least half of them. A name only a
+        """Take what CI jobs install by name as optional requirements: what at least half of the jobs
+        that run the tests install (all jobs, where none visibly does; a test job that installs
+        only from requirement files counts among them). A name only a
         few jobs install belongs to a configuration of its own (an optional-dependencies or
         tensorflow job, a linter's): the tests' skips, read after validation, say whether the suite
         wants it, and it is not worth building a heavy layer on the chance."""
@@ -555,9 +556,10 @@ class _PythonPlan:
         for job in jobs:
             for name in dict.fromkeys(_requirement_name(t) for t in by_job[job]):
                 counts[name] = counts.get(name, 0) + 1
+        among = len(testing) if any(job in testing for job in by_job) else len(jobs)  # those installing by -r count too
         for job in jobs:
             file = job[0]
-            kept = [t for t in by_job[job] if 2 * counts[_requirement_name(t)] >= len(jobs)]
+            kept = [t for t in by_job[job] if 2 * counts[_requirement_name(t)] >= among]
             left = [t for t in by_job[job] if t not in kept]
             for item in kept:
                 self._add(self.optional, item)
@@ -565,7 +567,7 @@ class _PythonPlan:
             if kept:
                 self.out.note(file, f"{where} installs {', '.join(kept)}: optional, each where it can be")
             if left:
-                self.out.note(file, f"{where} installs {', '.join(left)}, which fewer than half of the {len(jobs)} "
+                self.out.note(file, f"{where} installs {', '.join(left)}, which fewer than half of the {among} "
                                     "test jobs do: left to what the tests' skips ask for")
 
     def choose_runtime(self, wanted: str = "") -> None:
