@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from pydantic import BaseModel
 
@@ -100,14 +100,23 @@ def _summaries(log: str) -> list[tuple[str, str, str]]:
             if (module := named_module(m.group(2)))]
 
 
+_NO_MODULE = re.compile(r"No module named '([\w.]+)'")
+
+
+def _sections(log: str, header: re.Pattern[str], end: re.Pattern[str]) -> Iterator[tuple[str, str]]:
+    """(what each `header` names, the text after it up to the next `end`): one failure's own lines,
+    not the next failure's traceback."""
+    for found in header.finditer(log):
+        following = end.search(log, found.end())
+        yield found.group(1), log[found.end():following.start() if following else len(log)]
+
+
 def _file_reasons(log: str) -> list[tuple[str, str, str]]:
     """(test file, module, reason) of each skip summary line and collection error naming a module."""
     found = _summaries(log)
-    for header in _COLLECTION_ERROR.finditer(log):
-        following = _SECTION.search(log, header.end())  # the next failure's traceback is not this file's
-        said = re.search(r"No module named '([\w.]+)'", log[header.end():following.start() if following else len(log)])
-        if said and (module := named_module(said.group(0))):
-            found.append((header.group(1), module, said.group(0)))
+    for file, text in _sections(log, _COLLECTION_ERROR, _SECTION):
+        if (said := _NO_MODULE.search(text)) and (module := named_module(said.group(0))):
+            found.append((file, module, said.group(0)))
     return found
 
 
@@ -195,13 +204,11 @@ def skipped_modules(log: str, parser: str = "pytest") -> dict[str, str]:
 def collection_errors(log: str) -> dict[str, str]:
     """pytest: each test file the session could not collect -> the error's last line (`ImportError:
     cannot import name 'raises' from ...`): none of its tests ran, whatever the code under test does."""
-    log = _outer(log)
     found: dict[str, str] = {}
-    for header in _COLLECTION_ERROR.finditer(log):
-        following = _SECTION.search(log, header.end())
-        lines = [line.strip() for line in log[header.end():following.start() if following else len(log)].splitlines()]
+    for file, text in _sections(_outer(log), _COLLECTION_ERROR, _SECTION):
+        lines = [line.strip() for line in text.splitlines()]
         said = [line.removeprefix("E").strip() for line in lines if line.startswith("E ")] or [line for line in lines if line]
-        found[header.group(1)] = said[-1] if said else "no error text"
+        found[file] = said[-1] if said else "no error text"
     return found
 
 
@@ -226,11 +233,9 @@ def _unittest_failed_imports(log: str) -> dict[str, ModuleSkip]:
     test module: tests.test_x` followed by its traceback's `No module named 'numpy'`) -> the skip
     that says so: none of their tests ran."""
     found: dict[str, ModuleSkip] = {}
-    for failed in _UNITTEST_FAILED_IMPORT.finditer(log):
-        end = _UNITTEST_SECTION.search(log, failed.end())
-        said = re.search(r"No module named '([\w.]+)'", log[failed.end():end.start() if end else len(log)])
-        if said and (module := named_module(said.group(0))):
-            found[failed.group(1)] = ModuleSkip(module=module, reason=said.group(0))
+    for test_module, text in _sections(log, _UNITTEST_FAILED_IMPORT, _UNITTEST_SECTION):
+        if (said := _NO_MODULE.search(text)) and (module := named_module(said.group(0))):
+            found[test_module] = ModuleSkip(module=module, reason=said.group(0))
     return found
 
 

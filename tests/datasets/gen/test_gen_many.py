@@ -102,21 +102,27 @@ def test_the_same_repository_twice_is_refused(repos, tmp_path: Path) -> None:
     assert result.exit_code == 2 and "give each repository once" in result.output, result.output
 
 
+def _with_second_node(cluster) -> None:
+    """Node `second` added and alive; this process is left disconnected (the driver under test joins)."""
+    import ray
+
+    cluster.add_node("second")
+    cluster.connect(ray)
+    try:
+        cluster.wait_for(ray, alive=2)
+    finally:
+        ray.shutdown()
+
+
 @pytest.mark.slow
 def test_a_two_node_ray_cluster_gives_the_local_executors_merged_suite(repos, tmp_path: Path) -> None:
-    import ray
     from raycluster import RayCluster
 
     widgets, shapes = repos
     local = tmp_path / "local"
     assert _gen(str(widgets), str(shapes), "--out", str(local)).exit_code == 0
     with RayCluster(head_cpus=1) as cluster:
-        cluster.add_node("second")
-        cluster.connect(ray)
-        try:
-            cluster.wait_for(ray, alive=2)
-        finally:
-            ray.shutdown()
+        _with_second_node(cluster)
         on_ray = tmp_path / "ray"
         # The driver is a process of its own, as a user's would be; it joins the cluster by address.
         ran = subprocess.run([sys.executable, "-m", "swedojo.cli", "gen", str(widgets), str(shapes), *WALK,
@@ -132,7 +138,6 @@ def test_a_two_node_ray_cluster_gives_the_local_executors_merged_suite(repos, tm
 def test_a_worker_node_killed_mid_gen_loses_no_task_and_duplicates_none(repos, tmp_path: Path) -> None:
     import time
 
-    import ray
     from raycluster import RayCluster
 
     widgets, shapes = repos
@@ -140,12 +145,7 @@ def test_a_worker_node_killed_mid_gen_loses_no_task_and_duplicates_none(repos, t
     assert _gen(str(widgets), str(shapes), "--out", str(local)).exit_code == 0
     on_ray = tmp_path / "ray"
     with RayCluster(head_cpus=0) as cluster:  # every unit runs on `second`, until it is lost
-        cluster.add_node("second")
-        cluster.connect(ray)
-        try:
-            cluster.wait_for(ray, alive=2)
-        finally:
-            ray.shutdown()
+        _with_second_node(cluster)
         driver = subprocess.Popen([sys.executable, "-m", "swedojo.cli", "gen", str(widgets), str(shapes), *WALK,
                                    "--executor", "ray", "--address", cluster.address, "--out", str(on_ray)],
                                   env=cluster.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
