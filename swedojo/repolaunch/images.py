@@ -15,7 +15,9 @@
   on it runs the tests as they were validated.
 
 Sandboxes mount a fresh work tree over `/testbed`, so they run the repo layer again
-(`environment.prepare`); the image's `/testbed` serves standalone use.
+(`environment.prepare`); the image's `/testbed` serves standalone use. Where the project is built
+(`EnvSpec.build_command`), the repo layer's outputs are also kept beside it, and a fresh sandbox
+starts from them (`sandboxes.prebuilt`).
 
 Every layer is checked by tag before building: a second launch of the same spec builds nothing.
 `nocache` (for `--rebuild`) builds each layer from scratch under the same tag; the images it
@@ -44,6 +46,7 @@ from swedojo.repolaunch.buildlog import BuildLog
 from swedojo.repolaunch.errors import InstallError
 from swedojo.repolaunch.recipes import recipe_for, recipe_of
 from swedojo.repolaunch.recipes.base import ENV_VAR, apt
+from swedojo.sandboxes import prebuilt
 from swedojo.sandboxes.docker import SANDBOX_USER, api, owner_labels
 from swedojo.sandboxes.filelock import file_lock
 from swedojo.sandboxes.image_use import record_use
@@ -138,8 +141,8 @@ def layer_steps(name: str, spec: EnvSpec) -> list[str]:
     """What the layer's RUN does: the spec's commands plus the fixed steps of the layer's layout."""
     if name == "runtime":
         return spec.toolchain_commands
-    if name == "repo":
-        return spec.rebuild_commands
+    if name == "repo":  # where the project is built, its outputs kept for fresh sandboxes
+        return [*spec.rebuild_commands, *([prebuilt.SAVE] if spec.build_command and spec.rebuild_commands else [])]
     return recipe_for(spec.language).image_deps_steps(spec.install_commands, ENV_ROOT, SRC)
 
 
@@ -161,9 +164,12 @@ def deps_dockerfile(spec: EnvSpec) -> str:
 
 
 def repo_dockerfile(spec: EnvSpec) -> str:
+    steps, (uid, gid) = layer_steps("repo", spec), SANDBOX_USER.split(":")
     lines = [f"FROM {spec.layers['deps']}", _env_line({**spec.env_vars, "HOME": "/home/sandbox"}),
-             f"COPY --chown={SANDBOX_USER} testbed {TESTBED}", f"USER {SANDBOX_USER}", f"WORKDIR {TESTBED}"]
-    return "\n".join([*lines, *_run(layer_steps("repo", spec)), ""])
+             f"COPY --chown={SANDBOX_USER} testbed {TESTBED}",
+             *([f"RUN install -d -o {uid} -g {gid} {prebuilt.PREBUILT} {prebuilt.PREBUILT}/tree"] if prebuilt.SAVE in steps else []),
+             f"USER {SANDBOX_USER}", f"WORKDIR {TESTBED}"]
+    return "\n".join([*lines, *_run(steps), ""])
 
 
 # --- planning -----------------------------------------------------------------------------------

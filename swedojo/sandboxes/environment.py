@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
-from swedojo.sandboxes import standins
+from swedojo.sandboxes import prebuilt, standins
 from swedojo.sandboxes.base import ExecResult, Sandbox, SandboxConfig, SandboxError
 from swedojo.sandboxes.registry import backend
 from swedojo.sandboxes.scope import adopt
@@ -31,9 +31,15 @@ def prepare(sandbox: Sandbox, spec: EnvSpec, timeout: float | None = None,
             echo: Callable[[str, ExecResult], None] | None = None) -> None:
     """Run the spec's repo layer in a fresh sandbox: the project built at the sandbox's commit.
 
-    Every sandbox needs it (the agent's and the grader's): its work tree is a fresh checkout. Each
-    step runs as long as it makes progress (`steps.run_step`), at most `timeout` seconds.
+    Every sandbox needs it (the agent's and the grader's): its work tree is a fresh checkout. Where
+    the project is built (`build_command`), the image's build outputs come first (`prebuilt`), so
+    the layer only builds what differs. Each step runs as long as it makes progress
+    (`steps.run_step`), at most `timeout` seconds.
     """
+    if spec.build_command and spec.rebuild_commands:
+        restored = run_step(sandbox, prebuilt.RESTORE, cap_s=timeout or CAP_S)
+        if echo:
+            echo("restore the image's build outputs", restored)
     for command in spec.rebuild_commands:
         result = run_step(sandbox, command, cap_s=timeout or CAP_S)
         if echo:

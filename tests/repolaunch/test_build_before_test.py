@@ -103,3 +103,40 @@ def test_a_c_library_is_rebuilt_before_its_tests(tmp_path: Path, env_cache: Path
         assert unbuilt.is_error and "No test ran" in unbuilt.output and "calc.c" in unbuilt.output, unbuilt.output
     finally:
         sandbox.close()
+
+
+@pytest.mark.docker
+def test_a_fresh_sandbox_starts_from_the_image_build_and_rebuilds_only_what_changed(
+        tmp_path: Path, env_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SWEDOJO_CACHE", str(env_cache))
+    repo = write_tree(tmp_path / "calc", LIBRARY)
+    base = commit_all(repo, "calc with a wrong sub", DATE)
+    spec = launch(str(repo), tmp_path / "launch", backend="docker", cache_dir=env_cache / "envs")
+    objects = {name: f"build/CMakeFiles/{target}.dir/{name}.c.o" for name, target in [("calc", "calc"), ("check", "check")]}
+
+    def times(sandbox, root: str = ".") -> dict[str, str]:
+        out = sandbox.exec(" && ".join(f"stat -c %Y {root}/{path}" for path in objects.values()))
+        assert out.ok, out.output
+        return dict(zip(objects, out.output.split(), strict=True))
+
+    sandbox = environment(spec, repo).open(base)
+    try:
+        image = times(sandbox, "/opt/swedojo/prebuilt/tree")
+        assert times(sandbox) == image  # the repo layer found the image's objects up to date: nothing compiled
+        assert sandbox.exec("./build/check add 1 2 3").ok
+        sandbox.write_file(f"{sandbox.workdir}/calc.c", BREAKS_THE_LIBRARY.encode())
+        built = sandbox.exec(spec.build_command)
+        assert built.ok and "calc.c.o" in built.output and "check.c.o" not in built.output, built.output
+        after = times(sandbox)
+        assert after["check"] == image["check"] and after["calc"] != image["calc"]
+        assert sandbox.exec("./build/check add 1 2 3").exit_code == 1  # the edit is what runs
+    finally:
+        sandbox.close()
+
+    write_tree(repo, {"calc.h": LIBRARY["calc.h"] + "/* another commit */\n"})
+    later = commit_all(repo, "a comment", DATE)
+    other = environment(spec, repo).open(later)  # not the image's commit: its outputs do not fit, a full build
+    try:
+        assert all(mine != image[name] for name, mine in times(other).items())
+    finally:
+        other.close()
