@@ -49,6 +49,7 @@ from swedojo.repolaunch.recipes.base import ENV_VAR, apt
 from swedojo.sandboxes import prebuilt
 from swedojo.sandboxes.docker import SANDBOX_USER, api, owner_labels
 from swedojo.sandboxes.filelock import file_lock
+from swedojo.sandboxes.image_disk import budget_mb, prune_to_budget
 from swedojo.sandboxes.image_use import record_use
 from swedojo.schema import EnvSpec
 
@@ -319,6 +320,10 @@ def build_images(spec: EnvSpec, checkout: Path, log: BuildLog, lock_dir: Path, n
             api().remove_image(old)
         except docker.errors.APIError:
             pass  # still the parent of another image, or used by a container: it stays
+    if (budget := budget_mb()) is not None and not all(layer.cached for layer in layers):
+        pruned = prune_to_budget(budget)  # this launch's own layers are held: they stay
+        log.write(f"disk budget {budget / 1024:g} GB: removed {len(pruned.removed)} least recently used image(s)"
+                  + "".join(f"\n  {tag}" for tag in pruned.removed) + "\n")
     return layers
 
 

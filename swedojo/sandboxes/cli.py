@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -21,6 +23,9 @@ from swedojo.sandboxes.environment import prepare
 from swedojo.sandboxes.registry import UnknownBackendError, names
 from swedojo.sandboxes.registry import backend as backend_class
 from swedojo.schema import EnvSpec
+
+if TYPE_CHECKING:
+    from swedojo.sandboxes.image_disk import PruneResult
 
 sandbox_app = typer.Typer(
     no_args_is_help=True,
@@ -232,41 +237,63 @@ def prune_command(
     unused_days: float = typer.Option(
         None, "--unused-days", min=0, help="Also remove the layer images (runtime, deps, env) unused for this many days."
     ),
+    budget_gb: float = typer.Option(
+        None, "--budget-gb", min=0, help="Also remove layer images, least recently used first, until the engine's "
+        "image layers fit this many GB (never one a running job holds).",
+    ),
 ) -> None:
     """Remove leftover sandbox containers (whose owning process is gone; every docker run does this as it
-    starts), and with --unused-days the layer images no run has used for that long."""
+    starts), with --unused-days the layer images no run has used for that long, and with --budget-gb
+    the least recently used ones until the images fit."""
     from swedojo.sandboxes.docker import prune
 
     try:
         removed = prune(everything)
-        images = None
+        images: list[tuple[str, PruneResult]] = []
         if unused_days is not None:
             from swedojo.sandboxes.image_disk import prune_unused
 
-            images = prune_unused(unused_days)
+            images.append((f"unused for {unused_days:g} days", prune_unused(unused_days)))
+        if budget_gb is not None:
+            from swedojo.sandboxes.image_disk import prune_to_budget
+
+            images.append((f"to fit {budget_gb:g} GB", prune_to_budget(budget_gb * 1024)))
     except SandboxError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
     typer.echo(f"removed {len(removed)} sandbox container(s)")
-    if images is not None:
-        for tag, why in images.kept.items():
+    for why_removed, result in images:
+        for tag, why in result.kept.items():
             typer.echo(f"kept {tag}: {why}")
-        typer.echo(f"removed {len(images.removed)} image tag(s) unused for {unused_days:g} days"
-                   + "".join(f"\n  {tag}" for tag in images.removed))
+        typer.echo(f"removed {len(result.removed)} image tag(s) {why_removed}"
+                   + "".join(f"\n  {tag}" for tag in result.removed))
 
 
 @sandbox_app.command("images")
 def images_command(
-    as_json: bool = typer.Option(False, "--json", help="The report as JSON (a `DiskUse`)."),
+    as_json: bool = typer.Option(False, "--json", help="The report as JSON (a `DiskUse`, or with --by-repo a list of `RepositoryUse`)."),
+    by_repo: bool = typer.Option(False, "--by-repo", help="Per repository: its environments and the dependency layers they share."),
 ) -> None:
-    """Disk use of swedojo's docker images, largest first, with when each was last used."""
-    from swedojo.sandboxes.image_disk import disk_use
+    """Disk use of swedojo's docker images, largest first, with when each was last used (or per repository)."""
+    from swedojo.sandboxes.image_disk import by_repository, disk_use
 
     try:
         use = disk_use()
+        repositories = by_repository(use) if by_repo else []
     except SandboxError as exc:
         typer.echo(f"error: {exc}", err=True)
         raise typer.Exit(2) from None
+    if by_repo:
+        if as_json:
+            typer.echo(json.dumps([r.model_dump() for r in repositories], indent=2))
+            return
+        typer.echo(f"{'envs':>5} {'envs MB':>8} {'deps MB':>8}  repository (dependency layers)")
+        for repo in repositories:
+            typer.echo(f"{repo.environments:5d} {repo.environments_mb:8.0f} {repo.dependency_mb:8.0f}  "
+                       f"{repo.repository} ({len(repo.dependency_layers)})")
+        typer.echo("envs MB: what the environments add over their dependency layers (unique sizes); deps MB: what "
+                   "their dependency layers add over the runtime, shared by the commits that use each")
+        return
     if as_json:
         typer.echo(use.model_dump_json(indent=2))
         return

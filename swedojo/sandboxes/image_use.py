@@ -1,8 +1,10 @@
-"""When each swedojo image was last used, which docker does not record.
+"""When each swedojo image was last used, which docker does not record, and which running jobs hold it.
 
 Every container the docker backend starts, and every layer a launch builds or finds cached,
 stamps its tag in a small JSON index (`index_path`); `image_disk.prune_unused` removes the layer
-images that no use stamped for N days.
+images that no use stamped for N days. The same call marks the tag as held by this process
+(`holds_dir`, one file per process): a job that used an environment may open another sandbox of it
+at any moment, so `image_disk.prune_to_budget` never removes what a live process holds.
 """
 
 from __future__ import annotations
@@ -59,6 +61,41 @@ def record_use(tag: str, index: Path | None = None) -> None:
         _stamped.add((index, tag))
     with contextlib.suppress(OSError), locked(index) as uses:
         uses[tag] = datetime.now(UTC).isoformat()
+    with contextlib.suppress(OSError), _stamped_lock:
+        held = sorted(t for i, t in _stamped if i == index)
+        mine = holds_dir(index) / f"{_process_key(os.getpid())}.json"
+        mine.parent.mkdir(parents=True, exist_ok=True)
+        tmp = mine.with_suffix(".tmp")
+        tmp.write_text(json.dumps(held))
+        os.replace(tmp, mine)
+
+
+def holds_dir(index: Path | None = None) -> Path:
+    """Beside the index: `<pid>-<start time>.json`, the tags each process has used."""
+    return (index or index_path()).with_name("image-holds")
+
+
+def _process_key(pid: int) -> str | None:
+    """`pid-starttime`, which a reused pid does not repeat; None for a process that is gone."""
+    try:
+        return f"{pid}-{Path(f'/proc/{pid}/stat').read_text().rpartition(')')[2].split()[19]}"
+    except (OSError, IndexError):
+        return None
+
+
+def held_tags(index: Path | None = None) -> dict[str, int]:
+    """Tag -> a live process that holds it. A gone process's file is removed."""
+    held: dict[str, int] = {}
+    folder = holds_dir(index)
+    for file in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+        pid = int(file.stem.split("-")[0]) if file.stem.split("-")[0].isdigit() else -1
+        if _process_key(pid) != file.stem:
+            with contextlib.suppress(OSError):
+                file.unlink()
+            continue
+        with contextlib.suppress(OSError, ValueError):
+            held.update({tag: pid for tag in json.loads(file.read_text())})
+    return held
 
 
 
