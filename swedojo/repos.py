@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -33,8 +34,8 @@ def resolve_repo(repo: str, mirror: Path | None = None, cache_dir: Path | None =
     """
     if mirror is not None and not _looks_like_url(repo):
         for candidate in (mirror / repo, mirror / f"{repo}.git"):
-            if candidate.is_dir():
-                return candidate.resolve()
+            if candidate.is_dir():  # its place in the mirror kept (not its link's target): submodules are looked for beside it
+                return candidate.absolute()
     path = Path(repo).expanduser()
     if path.is_dir():
         if not (path / ".git").exists() and not (path / "HEAD").is_file():
@@ -68,8 +69,10 @@ def cache_root() -> Path:
     return Path(os.environ["SWEDOJO_CACHE"]) if "SWEDOJO_CACHE" in os.environ else Path.home() / ".cache" / "swedojo"
 
 
-def checkout(source: Path, commit: str, dest: Path) -> None:
-    """Make `dest` a clean work tree of `source` at `commit`, with no history after it.
+def checkout(source: Path, commit: str, dest: Path) -> list[str]:
+    """Make `dest` a clean work tree of `source` at `commit`, with no history after it; its git
+    submodules filled from local repositories where one holds their commit (`fill_submodules`,
+    whose notes it returns).
 
     The clone keeps only what `commit` reaches: no remote, no other branches, and of the tags only
     the nearest one it reaches (version tools such as setuptools_scm read the version from it; an
@@ -105,6 +108,72 @@ def checkout(source: Path, commit: str, dest: Path) -> None:
         dest.mkdir(parents=True, exist_ok=True)
         shutil.copytree(entry, dest, symlinks=True, dirs_exist_ok=True)
     _evict(cache, keep=entry)
+    return fill_submodules(source, dest)
+
+
+def fill_submodules(source: Path, tree: Path) -> list[str]:
+    """Check out each git submodule of `tree` (a work tree of `source`) at the commit its superproject
+    records, from the first local repository that holds that commit; one note per submodule says
+    where from, or where it was looked for. Nothing is fetched from the network: the URL is a key.
+
+    Looked in, in order: `source`'s own `modules/<name>` (a clone made with its submodules); the URL
+    itself where it is a path (a relative one against `source`, as git takes it against the remote);
+    and beside `source` in a mirror's layout: `<mirror>/<owner>/<name>[.git]` for a URL ending in
+    `owner/name`, where `source` is `<mirror>/<owner>/<repo>`.
+    """
+    listed = _git(tree, "config", "-f", ".gitmodules", "--get-regexp", r"^submodule\..*\.(path|url)$")
+    if not (tree / ".gitmodules").is_file() or listed.returncode != 0:
+        return []
+    fields: dict[str, dict[str, str]] = {}
+    for line in listed.stdout.splitlines():
+        key, _, value = line.partition(" ")
+        name, _, field = key.removeprefix("submodule.").rpartition(".")
+        fields.setdefault(name, {})[field] = value.strip()
+    notes = []
+    for name, found in fields.items():
+        path, url = found.get("path", ""), found.get("url", "")
+        entry = _git(tree, "ls-tree", "HEAD", "--", path).stdout.split()
+        if not path or len(entry) < 3 or entry[1] != "commit":
+            continue  # not a gitlink at this commit
+        sha = entry[2]
+        looked = _submodule_sources(source, name, url)
+        holder = next((c for c in looked if c.is_dir() and _git(c, "cat-file", "-e", f"{sha}^{{commit}}").returncode == 0),
+                      None)
+        if holder is None:
+            notes.append(f"submodule {path}: no local repository holds {sha[:12]} (looked in "
+                         f"{', '.join(map(str, looked)) or 'nothing: its URL names none'}); left empty")
+            continue
+        where = tree / path
+        where.mkdir(parents=True, exist_ok=True)
+        steps = [("init", "-q"), ("fetch", "-q", "--no-tags", str(holder), sha),
+                 ("-c", "advice.detachedHead=false", "checkout", "-q", sha)]
+        failed = next((p for step in steps if (p := _git(where, *step)).returncode != 0), None)
+        if failed is not None:
+            notes.append(f"submodule {path}: {sha[:12]} from {holder} failed: {failed.stderr.strip()[-200:]}")
+            continue
+        notes.append(f"submodule {path}: {sha[:12]} from {holder}")
+        notes += fill_submodules(holder, where)
+    return notes
+
+
+def _submodule_sources(source: Path, name: str, url: str) -> list[Path]:
+    """Local git directories that may hold submodule `name` (see `fill_submodules`), there or not."""
+    git_dir = _git(source, "rev-parse", "--absolute-git-dir").stdout.strip()
+    candidates = [Path(git_dir) / "modules" / name] if git_dir else []
+    parts = [p for p in re.split(r"[/:]", url.rstrip("/")) if p]
+    if url.startswith(("./", "../")):
+        candidates.append(Path(os.path.normpath(source / url)))
+    elif url.startswith(("/", "file://")):
+        candidates.append(Path(url.removeprefix("file://")))
+    elif len(parts) >= 2 and len(source.parts) >= 3:
+        owner, repo = parts[-2], parts[-1].removesuffix(".git")
+        mirror = source.parent.parent
+        candidates += [mirror / owner / repo, mirror / owner / f"{repo}.git"]
+    return list(dict.fromkeys(candidates))
+
+
+def _git(where: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["git", "-C", str(where), *args], capture_output=True, text=True, check=False)
 
 
 def _fetch(source: Path, sha: str, nearest: str, dest: Path) -> None:

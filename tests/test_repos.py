@@ -77,3 +77,43 @@ def test_a_mirror_missing_objects_of_older_history_still_checks_out_the_commit(t
     assert git(dest, "rev-parse", "HEAD") == head
     assert (dest / "f.txt").read_text() == "now"
     assert git(dest, "rev-parse", "--is-shallow-repository") == "true"
+
+
+def test_submodules_come_from_the_mirror_beside_the_repository_and_a_missing_one_is_named(tmp_path: Path, monkeypatch) -> None:
+    from swedojo.repos import resolve_repo
+
+    monkeypatch.setenv("SWEDOJO_CACHE", str(tmp_path / "cache"))
+    lib = tmp_path / "elsewhere" / "lib"
+    lib.mkdir(parents=True)
+    git(lib, "init", "-q", "-b", "main")
+    shas = []
+    for text in ("int lib(void) { return 1; }\n", "int lib(void) { return 2; }\n"):
+        (lib / "lib.c").write_text(text)
+        git(lib, "add", "-A")
+        git(lib, "commit", "-qm", text[:20])
+        shas.append(git(lib, "rev-parse", "HEAD"))
+    app = tmp_path / "elsewhere" / "app"
+    app.mkdir()
+    git(app, "init", "-q", "-b", "main")
+    (app / ".gitmodules").write_text(
+        '[submodule "lib"]\n\tpath = third_party/lib\n\turl = https://github.com/acme/lib.git\n'
+        '[submodule "gone"]\n\tpath = third_party/gone\n\turl = git@github.com:acme/gone.git\n')
+    git(app, "update-index", "--add", "--cacheinfo", f"160000,{shas[0]},third_party/lib")
+    git(app, "update-index", "--add", "--cacheinfo", f"160000,{shas[1]},third_party/gone")
+    git(app, "add", ".gitmodules")
+    git(app, "commit", "-qm", "app with two submodules")
+    mirror = tmp_path / "mirror"
+    (mirror / "acme").mkdir(parents=True)
+    (mirror / "acme" / "app").symlink_to(app)  # a mirror of links, as fetched directories are laid out
+    git(tmp_path, "clone", "-q", "--bare", str(lib), str(mirror / "acme" / "lib.git"))
+
+    source = resolve_repo("acme/app", mirror)
+    assert source == mirror / "acme" / "app"
+    dest = tmp_path / "out"
+    notes = checkout(source, git(app, "rev-parse", "HEAD"), dest)
+    assert notes == [f"submodule third_party/lib: {shas[0][:12]} from {mirror / 'acme' / 'lib.git'}",
+                     f"submodule third_party/gone: no local repository holds {shas[1][:12]} (looked in "
+                     f"{app / '.git' / 'modules' / 'gone'}, {mirror / 'acme' / 'gone'}, {mirror / 'acme' / 'gone.git'}); left empty"]
+    assert (dest / "third_party" / "lib" / "lib.c").read_text() == "int lib(void) { return 1; }\n"  # the recorded commit
+    assert not any((dest / "third_party" / "gone").iterdir())
+    assert git(dest, "status", "--porcelain") == ""  # the superproject sees its submodule at the recorded commit

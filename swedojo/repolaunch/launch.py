@@ -123,7 +123,8 @@ def _checkout(source: Path, sha: str, log: BuildLog) -> Iterator[Path]:
         os.chmod(tmp, 0o755)  # install steps run as a sandbox uid (`local.BUILD_LIMITS`)
         workdir = Path(tmp) / "repo"
         try:
-            checkout(source, sha, workdir)
+            for note in checkout(source, sha, workdir):
+                log.write(f"{note}\n")
         except (RepoNotFoundError, CommitNotFoundError) as exc:
             raise ResolveError(str(exc), log.path) from exc
         yield workdir
