@@ -112,8 +112,8 @@ def test_submodules_come_from_the_mirror_beside_the_repository_and_a_missing_one
     dest = tmp_path / "out"
     notes = checkout(source, git(app, "rev-parse", "HEAD"), dest)
     assert notes == [f"submodule third_party/lib: {shas[0][:12]} from {mirror / 'acme' / 'lib.git'}",
-                     f"submodule third_party/gone: no local repository holds {shas[1][:12]} (looked in "
-                     f"{app / '.git' / 'modules' / 'gone'}, {mirror / 'acme' / 'gone'}, {mirror / 'acme' / 'gone.git'}); left empty"]
+                     (f"submodule third_party/gone: no local repository holds {shas[1][:12]} (looked in "
+                     f"{app / '.git' / 'modules' / 'gone'}, {mirror / 'acme' / 'gone'}, {mirror / 'acme' / 'gone.git'}); left empty")]
     assert (dest / "third_party" / "lib" / "lib.c").read_text() == "int lib(void) { return 1; }\n"  # the recorded commit
     assert not any((dest / "third_party" / "gone").iterdir())
     assert git(dest, "status", "--porcelain") == ""  # the superproject sees its submodule at the recorded commit
