@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from swedojo.datasets.gen.many import UnitRunner
     from swedojo.evaluate import Summary
     from swedojo.repolaunch.fallback import SetupAgent
+    from swedojo.repolaunch.many import LaunchRunner
 
 
 def _gen_unit_runner(executor: str, address: str | None, workers: int) -> UnitRunner:
@@ -43,6 +44,13 @@ def _gen_unit_runner(executor: str, address: str | None, workers: int) -> UnitRu
     from swedojo.executors import gen_unit_runner
 
     return gen_unit_runner(executor, address, workers)
+
+
+def _launch_unit_runner(executor: str, address: str | None, workers: int) -> LaunchRunner:
+    """`dojo launch --repos --executor`: where its launches run (the executors are a layer above the launch)."""
+    from swedojo.executors import launch_unit_runner
+
+    return launch_unit_runner(executor, address, workers)
 
 
 def _setup_agent(model: str, max_steps: int | None, api_key_env: str) -> SetupAgent:
@@ -90,7 +98,7 @@ app.command("tools")(tools_command)
 app.command("export")(export_command)
 app.command("mismatch")(mismatch_command)
 app.command("gen")(gen_command(_gen_unit_runner))
-app.command("launch")(launch_command(_setup_agent))
+app.command("launch")(launch_command(_setup_agent, _launch_unit_runner))
 app.add_typer(sandbox_app, name="sandbox")
 app.command("serve")(serve_command)
 

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     import ray
 
     from swedojo.datasets.gen.many import UnitRunner
+    from swedojo.repolaunch.many import LaunchRunner
 
 W = TypeVar("W")
 R = TypeVar("R")
@@ -412,27 +413,55 @@ def executor(name: str, workers: int = 1, address: str | None = None) -> Executo
     raise ValueError(f"unknown --executor {name!r}; choose {' or '.join(EXECUTORS)}")
 
 
-def gen_unit_runner(name: str, address: str | None = None, workers: int = 1) -> UnitRunner:
-    """Where `dojo gen`'s units (one per repository) run: one after another here (`local`), or a Ray
-    task each (`ray`: on the cluster at `address`, or on a Ray of `workers` CPUs started here). A
-    Ray `address` where nothing accepts a connection raises RayClusterError here, before any work."""
-    from swedojo.datasets.gen.many import GenUnit, UnitState, run_here, run_unit
-
+def unit_runner(name: str, address: str | None, workers: int, run: Callable[[W], R],
+                paths: Callable[[W], list[Path]], lost: Callable[[W, str], R]) -> Callable[[list[W]], Iterable[R]]:
+    """Where coarse units of work (a repository's generation, a launch) run: one after another here
+    (`local`), or a Ray task each (`ray`: on the cluster at `address`, or on a Ray of `workers` CPUs
+    started here), `paths(unit)` being what every node must see and `lost(unit, why)` the state of
+    one Ray gave up on. A Ray `address` where nothing accepts a connection raises RayClusterError
+    here, before any work."""
     if name == "local":
         if address:
             raise ValueError("--address is for --executor ray")
-        return run_here
+        return lambda units: map(run, units)
     if name != "ray":
         raise ValueError(f"unknown --executor {name!r}; choose {' or '.join(EXECUTORS)}")
     if address:
         check_listening(address)
     on_ray = RayExecutor(address, workers)
+    return lambda units: on_ray.map(run, units, paths, lost)
 
-    def paths(unit: GenUnit) -> list[Path]:
-        repo = Path(unit.repo)
-        return [unit.out.parent] + ([repo] if repo.is_absolute() else []) + ([unit.mirror] if unit.mirror else [])
+
+class _RepositoryUnit(Protocol):
+    repo: str
+    mirror: Path | None
+
+    @property
+    def out(self) -> Path: ...
+
+
+def _unit_paths(unit: _RepositoryUnit) -> list[Path]:
+    """What a node must see to run a repository's unit: the run's directory, the repository where it
+    is a path, and the mirror."""
+    repo = Path(unit.repo)
+    return [unit.out.parent] + ([repo] if repo.is_absolute() else []) + ([unit.mirror] if unit.mirror else [])
+
+
+def gen_unit_runner(name: str, address: str | None = None, workers: int = 1) -> UnitRunner:
+    """Where `dojo gen`'s units (one per repository) run (`unit_runner`)."""
+    from swedojo.datasets.gen.many import GenUnit, UnitState, run_unit
 
     def lost(unit: GenUnit, why: str) -> UnitState:  # not done: a rerun resumes it from its journal
         return UnitState(repo=unit.repo, name=unit.name, mode=unit.mode, error=why)
 
-    return lambda units: on_ray.map(run_unit, units, paths, lost)
+    return unit_runner(name, address, workers, run_unit, _unit_paths, lost)
+
+
+def launch_unit_runner(name: str, address: str | None = None, workers: int = 1) -> LaunchRunner:
+    """Where `dojo launch --repos`'s units (one per repository and commit) run (`unit_runner`)."""
+    from swedojo.repolaunch.many import LaunchState, LaunchUnit, run_launch
+
+    def lost(unit: LaunchUnit, why: str) -> LaunchState:  # not done: a rerun launches it again
+        return LaunchState(repo=unit.repo, commit=unit.commit, unit=unit.out.name, error=why)
+
+    return unit_runner(name, address, workers, run_launch, _unit_paths, lost)

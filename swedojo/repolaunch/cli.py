@@ -26,6 +26,15 @@ from swedojo.repolaunch.launch import (
     launch,
     rebuild,
 )
+from swedojo.repolaunch.many import (
+    LaunchRunner,
+    LaunchState,
+    launch_many,
+    plan_launches,
+    read_launch_list,
+    read_state,
+    run_here,
+)
 from swedojo.schema import EnvSpec
 
 console = Console(stderr=True)
@@ -75,13 +84,27 @@ AgentFactory = Callable[[str, int | None, str], SetupAgent]
 given by the layer that has the agent loop (`swedojo.cli`)."""
 
 
-def launch_command(agents: AgentFactory | None = None) -> Callable[..., None]:
-    """The `dojo launch` command; `agents` makes the setup agent `--agent-model` names."""
+LaunchRunners = Callable[[str, "str | None", int], LaunchRunner]
+"""(executor name, Ray address, workers) -> where `--repos`'s units run; given by the layer that
+knows the executors (`swedojo.cli`)."""
+
+
+def launch_command(agents: AgentFactory | None = None, runners: LaunchRunners | None = None) -> Callable[..., None]:
+    """The `dojo launch` command; `agents` makes the setup agent `--agent-model` names, `runners`
+    the executor `--repos` runs its launches on."""
 
     def command(
-        repo: str = typer.Argument(..., help="Local path, git URL, or owner/name (with --mirror)."),
+        repo: str | None = typer.Argument(None, help="Local path, git URL, or owner/name (with --mirror); or --repos."),
         commit: str = typer.Option("", help="Commit to build for (default: HEAD)."),
-        out: Path = typer.Option(..., help="Directory for envspec.json, analysis.json and build.log."),
+        out: Path = typer.Option(..., help="Directory for envspec.json, analysis.json and build.log (with --repos: "
+                                           "a directory per repository and commit, and launches.json)."),
+        repos: Path | None = typer.Option(None, "--repos", help="Launch every `REPO [COMMIT]` line of this file "
+                                          "instead of one REPO; a rerun launches only those not ready."),
+        executor: str = typer.Option("local", help="With --repos: local (one launch after another) or ray (a "
+                                     "task per launch)."),
+        address: str | None = typer.Option(None, help="With --executor ray: the cluster's address (default: a Ray "
+                                           "started here with --workers CPUs)."),
+        workers: int = typer.Option(1, min=1, help="With --executor ray and no --address: CPUs of the Ray started here."),
         backend: str = typer.Option("auto", help="docker (layered images), local (venv) or auto: docker where an "
                                                  "engine answers."),
         mirror: Path | None = typer.Option(None, help="Directory of local mirrors for owner/name repos."),
@@ -99,6 +122,13 @@ def launch_command(agents: AgentFactory | None = None) -> Callable[..., None]:
         if chosen not in BACKENDS:
             raise typer.BadParameter(f"unknown backend {backend!r}; choose auto, {', '.join(BACKENDS)}",
                                      param_hint="--backend")
+        if (repo is None) == (repos is None):
+            raise BadInputError("give one REPO or --repos FILE")
+        if repos is not None:
+            if commit or rebuild_ or agent_model:
+                raise BadInputError("--repos takes each commit from its file, and no --rebuild or --agent-model")
+            _launch_list(repos, output_dir(out), chosen, mirror, runners, executor, address, workers)
+            return
         if agent_model and agents is None:
             raise typer.BadParameter("this command has no setup agent to run", param_hint="--agent-model")
         agent = agents(agent_model, agent_budget, api_key_env) if agent_model and agents else None
@@ -111,6 +141,37 @@ def launch_command(agents: AgentFactory | None = None) -> Callable[..., None]:
         typer.echo(str(spec_path))
 
     return command
+
+
+def _launch_list(path: Path, out: Path, backend: str, mirror: Path | None, runners: LaunchRunners | None,
+                 executor: str, address: str | None, workers: int) -> None:
+    if not path.is_file():
+        raise BadInputError(f"--repos {path}: no such file")
+    units = plan_launches(read_launch_list(path), out, backend, mirror)
+    if not units:
+        raise BadInputError(f"--repos {path}: no repository in it")
+    if runners is None and executor != "local":
+        raise BadInputError(f"--executor {executor}: this command runs launches here only")
+    try:
+        runner = runners(executor, address, workers) if runners else run_here
+    except ValueError as exc:
+        raise BadInputError(str(exc)) from None
+    done = sum(read_state(u).done for u in units)
+    console.print(f"launching {len(units) - done} of {len(units)} environments ({done} ready from an earlier run) "
+                  f"on {executor} -> {out}")
+
+    def said(state: LaunchState) -> None:
+        where = f"{state.repo}{' ' + state.commit if state.commit else ''}"
+        if state.done:
+            console.print(f"[green]ready[/green] {where} in {state.seconds:.0f}s: {state.tests} tests "
+                          f"({state.passed} pass){', ' + state.image if state.image else ''}")
+        else:
+            console.print(f"[red]failed[/red] {where}: {state.error} (log: {out / state.unit / 'build.log'})")
+
+    report = launch_many(units, out, runner, said)
+    console.print(f"{report.ready} of {len(units)} environments ready -> {out / 'launches.json'}")
+    if report.ready < len(units):
+        raise typer.Exit(1)
 
 
 def _launch(repo: str, out: Path, commit: str, backend: str, mirror: Path | None, agent: SetupAgent | None) -> EnvSpec:
