@@ -20,6 +20,8 @@ Sandboxes mount a fresh work tree over `/testbed`, so they run the repo layer ag
 starts from them (`sandboxes.prebuilt`).
 
 Every layer is checked by tag before building: a second launch of the same spec builds nothing.
+With a layer store on a shared directory (`$SWEDOJO_IMAGE_STORE`, `sandboxes.image_store`), a layer
+this engine lacks is loaded from there when another node saved it, and each layer built is saved.
 `nocache` (for `--rebuild`) builds each layer from scratch under the same tag; the images it
 replaces are removed where nothing else uses them.
 """
@@ -46,7 +48,7 @@ from swedojo.repolaunch.buildlog import BuildLog
 from swedojo.repolaunch.errors import InstallError
 from swedojo.repolaunch.recipes import recipe_for, recipe_of
 from swedojo.repolaunch.recipes.base import ENV_VAR, apt
-from swedojo.sandboxes import prebuilt
+from swedojo.sandboxes import image_store, prebuilt
 from swedojo.sandboxes.docker import SANDBOX_USER, api, owner_labels
 from swedojo.sandboxes.filelock import file_lock
 from swedojo.sandboxes.image_disk import budget_mb, prune_to_budget
@@ -295,11 +297,20 @@ def _build(name: str, spec: EnvSpec, checkout: Path, log: BuildLog, nocache: boo
         leftovers.remove(failed)
 
 
+def _save(name: str, tag: str, store: Path, log: BuildLog) -> None:
+    saved = image_store.save(tag, store)
+    log.write(f"{name} layer: saved to the image store {store}: {saved.new_layers} of its {saved.layers} "
+              f"layers new there ({saved.new_bytes / 2**20:.1f} MB)\n")
+
+
 def build_images(spec: EnvSpec, checkout: Path, log: BuildLog, lock_dir: Path, nocache: bool = False,
                  timeout: float = 1800.0) -> list[Layer]:
-    """Build the layers `spec.layers` names that do not exist yet (every one with `nocache`)."""
+    """Build the layers `spec.layers` names that do not exist yet (every one with `nocache`); with an
+    image store (`$SWEDOJO_IMAGE_STORE`), load one from there instead where it holds it, and save
+    each layer built there."""
     layers = [layer_info("base", spec.layers["base"], cached=True)]
     replaced: list[str] = []
+    store = image_store.store_dir()
     for name in LAYERS[1:]:
         tag = spec.layers[name]
         record_use(tag)  # found or built, it is in use (`dojo sandbox prune --unused-days`)
@@ -308,11 +319,19 @@ def build_images(spec: EnvSpec, checkout: Path, log: BuildLog, lock_dir: Path, n
             if old and not nocache:
                 log.write(f"{name} layer: cache hit {tag} ({old[7:19]})\n")
                 layers.append(layer_info(name, tag, cached=True))
+                if store and not image_store.has(tag, store):  # built before the store was set: other nodes need it
+                    _save(name, tag, store, log)
                 continue
             start = time.monotonic()
+            if not old and not nocache and store and image_store.load(tag, store):  # another node built it
+                layers.append(layer_info(name, tag, cached=True, seconds=time.monotonic() - start))
+                log.write(f"{name} layer: loaded {tag} from the image store {store} in {layers[-1].seconds:.1f}s\n")
+                continue
             _build(name, spec, checkout, log, nocache, timeout)
             layers.append(layer_info(name, tag, cached=False, seconds=time.monotonic() - start))
             log.write(f"{name} layer: built {tag} in {layers[-1].seconds:.1f}s ({layers[-1].size_mb:.0f} MB)\n")
+            if store:
+                _save(name, tag, store, log)
             if old and old != layers[-1].image_id:
                 replaced.append(old)
     for old in reversed(replaced):
