@@ -280,6 +280,11 @@ class EnvSpec(BaseModel):
     """Incremental build of the work tree as it is, run before every test run (launch validation,
     grading, tiers, the agent's `run_tests`), so compiled tests never run a build older than the
     code; empty where the test command builds what it runs (pytest, cargo, go, Maven)."""
+    repo_layer_in_tree: bool = False
+    """The repo layer writes nothing outside the work tree (and `.git/info/exclude`): a fresh docker
+    sandbox at the image's commit takes the image's repo-layer outputs in place of running it
+    (`sandboxes.prebuilt`). Where it is False and `build_command` is set, the outputs are taken and
+    the repo layer runs on them (an incremental build)."""
     work_tree_mb: int = 0
     """Room (MiB) the work tree of each sandbox needs for what the build and tests write, where a
     launch step ran out of the default (`SandboxConfig.disk_mb`); 0: the default. Memory grows

@@ -16,8 +16,9 @@
 
 Sandboxes mount a fresh work tree over `/testbed`, so they run the repo layer again
 (`environment.prepare`); the image's `/testbed` serves standalone use. Where the project is built
-(`EnvSpec.build_command`), the repo layer's outputs are also kept beside it, and a fresh sandbox
-starts from them (`sandboxes.prebuilt`).
+(`EnvSpec.build_command`) or its repo layer writes only the tree (`EnvSpec.repo_layer_in_tree`),
+the repo layer's outputs are also kept beside it, and a fresh sandbox starts from them
+(`sandboxes.prebuilt`).
 
 Every layer is checked by tag before building: a second launch of the same spec builds nothing.
 With a layer store on a shared directory (`$SWEDOJO_IMAGE_STORE`, `sandboxes.image_store`), a layer
@@ -145,7 +146,7 @@ def layer_steps(name: str, spec: EnvSpec) -> list[str]:
     if name == "runtime":
         return spec.toolchain_commands
     if name == "repo":  # where the project is built, its outputs kept for fresh sandboxes
-        return [*spec.rebuild_commands, *([prebuilt.SAVE] if spec.build_command and spec.rebuild_commands else [])]
+        return [*spec.rebuild_commands, *([prebuilt.SAVE] if prebuilt.kept(spec) else [])]
     return recipe_for(spec.language).image_deps_steps(spec.install_commands, ENV_ROOT, SRC)
 
 

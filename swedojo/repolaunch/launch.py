@@ -163,7 +163,8 @@ def _base_spec(repo: str, sha: str, backend: str, analysis: RepoAnalysis, log: B
     return EnvSpec(repo=repo, commit=sha, backend=backend, language=analysis.language,
                    build_system=analysis.build_system,
                    runtime_version=analysis.runtime_version, install_commands=install, rebuild_commands=rebuild,
-                   build_command=analysis.build_command, test_command=analysis.test_command,
+                   build_command=analysis.build_command, repo_layer_in_tree=recipe.repo_layer_in_tree,
+                   test_command=analysis.test_command,
                    log_parser=analysis.log_parser, work_tree_mb=analysis.work_tree_mb,
                    resolution_date=analysis.resolution_date, requirement_changes=analysis.requirement_changes)
 

@@ -32,14 +32,19 @@ def prepare(sandbox: Sandbox, spec: EnvSpec, timeout: float | None = None,
     """Run the spec's repo layer in a fresh sandbox: the project built at the sandbox's commit.
 
     Every sandbox needs it (the agent's and the grader's): its work tree is a fresh checkout. Where
-    the project is built (`build_command`), the image's build outputs come first (`prebuilt`), so
-    the layer only builds what differs. Each step runs as long as it makes progress
+    the image kept the layer's outputs (`prebuilt`), they come first: a compiled project's layer
+    then builds only what differs, and a layer that writes only the tree is not run at all. Each step runs as long as it makes progress
     (`steps.run_step`), at most `timeout` seconds.
     """
-    if spec.build_command and spec.rebuild_commands:
+    if prebuilt.kept(spec):
         restored = run_step(sandbox, prebuilt.RESTORE, cap_s=timeout or CAP_S)
         if echo:
             echo("restore the image's build outputs", restored)
+        if spec.repo_layer_in_tree and prebuilt.RESTORED in restored.output:  # they stand in for the repo layer
+            taken = run_step(sandbox, prebuilt.TAKE_EXCLUDES, cap_s=timeout or CAP_S)
+            if not taken.ok:
+                raise PrepareError(f"repo layer: the image's exclusions not taken: {taken.output.strip()[-200:]}")
+            return
     for command in spec.rebuild_commands:
         result = run_step(sandbox, command, cap_s=timeout or CAP_S)
         if echo:

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from launch_helpers import commit_all
+from launch_helpers import commit_all, write_tree
 
 from swedojo.repolaunch.launch import launch
 from swedojo.schema import EnvSpec, TestStatus
@@ -329,3 +329,39 @@ def test_a_build_script_the_tests_do_not_need_is_left_out_when_it_fails(make_rep
     assert "npm run build" not in " ".join(spec.rebuild_commands)
     assert len(spec.attempts) == 1 and "`npm run build` exited with 3" in spec.attempts[0], spec.attempts
     assert "trying again with no build script" in (tmp_path / "out" / "build.log").read_text()
+
+
+@pytest.mark.docker
+def test_a_fresh_docker_sandbox_takes_the_images_build_outputs_instead_of_building_again(
+        make_repo, tmp_path: Path, env_cache: Path, npm_env: dict) -> None:
+    """The build script ran once, in the image: a sandbox at that commit has its outputs (and their
+    exclusions: no patch carries them) without running it; at another commit it runs."""
+    from swedojo.repolaunch.launch import environment
+
+    build = ("const fs = require('fs'); fs.appendFileSync('runs.log', process.hrtime.bigint() + '\\n'); "
+             "fs.mkdirSync('dist', {recursive: true}); fs.writeFileSync('dist/answer.js', 'module.exports = 42;\\n');")
+    files = {"package.json": json.dumps({"name": "bundled", "version": "1.0.0",
+                                         "scripts": {"build": "node build.js", "test": "node --test test/"}}),
+             "build.js": build, ".gitignore": "dist/\nruns.log\n",
+             "test/a.test.js": "const test = require('node:test');\nconst assert = require('node:assert');\n"
+                               "test('reads the bundle', () => assert.strictEqual(require('../dist/answer.js'), 42));\n"}
+    repo = make_repo("bundled", files, NOW)
+    spec = _launch(repo, tmp_path / "out", "docker", env_cache)
+    assert spec.repo_layer_in_tree and spec.test_status == {"reads the bundle": P}
+    sandbox = environment(spec, repo).open(spec.commit)
+    try:
+        image_run = sandbox.exec("cat /opt/swedojo/prebuilt/tree/runs.log").output
+        assert len(image_run.split()) == 1 and sandbox.exec("cat runs.log").output == image_run  # no run of its own
+        assert sandbox.exec(spec.test_command).ok
+        assert sandbox.diff() == ""  # the outputs are excluded from patches, as the repo layer leaves them
+    finally:
+        sandbox.close()
+    write_tree(repo, {"README": "later\n"})
+    later = commit_all(repo, "later", NOW)
+    other = environment(spec, repo).open(later)
+    try:
+        mine = other.exec("cat runs.log").output
+        assert len(mine.split()) == 1 and mine != image_run and other.exec(spec.test_command).ok  # built here
+        assert other.diff() == ""
+    finally:
+        other.close()

@@ -92,6 +92,9 @@ class LanguageRecipe(ABC):
     """A version from CI keeps its minor ("3.11"); else the major alone picks the runtime ("18")."""
     registry: ClassVar[Registry | None] = None
     """Where its dependency layer fetches from, for the one-line reason of a fetch out of reach."""
+    repo_layer_in_tree: ClassVar[bool] = False
+    """Its repo layer writes nothing outside the work tree (`EnvSpec.repo_layer_in_tree`): a fresh
+    docker sandbox at the image's commit takes the image's outputs in place of running it."""
     replans: ClassVar[bool] = False
     """A launch analyses the tree again for each plan it tries (Python: the interpreter decides the
     resolution date, and retries change the requirements), rather than only setting the runtime."""

@@ -198,6 +198,7 @@ class NodeRecipe(LanguageRecipe):
     languages = ("javascript", "typescript")
     family = "node"
     priority = 20
+    repo_layer_in_tree = True  # node_modules links and the build script's outputs
     ci_version_keys = ("node-version", "node", "node_version")
 
     def detect(self, root: Path) -> int | None:
