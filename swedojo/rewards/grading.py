@@ -39,7 +39,7 @@ from swedojo.sandboxes.base import Sandbox, SandboxError
 from swedojo.sandboxes.environment import Environment
 from swedojo.schema import EnvSpec, EvalStatus, RewardReport, TaskInstance, TestStatus
 from swedojo.testrun.command import runnable
-from swedojo.testrun.diagnose import environment_failure, missing_modules
+from swedojo.testrun.diagnose import RAN_NO_TEST, environment_failure, missing_modules
 from swedojo.testrun.guard import Guard, calibration, guardable, shadowing_modules
 from swedojo.testrun.ids import matches, not_a_test
 from swedojo.testrun.names import match_listed
@@ -64,7 +64,12 @@ from swedojo.testrun.run import (
     run_files,
     run_tests,
 )
-from swedojo.testrun.skips import absent_modules, collection_errors, command_python, module_skips
+from swedojo.testrun.skips import (
+    absent_modules,
+    collection_errors,
+    command_python,
+    module_skips,
+)
 
 TEST_TIMEOUT_S = 900.0
 
@@ -142,12 +147,15 @@ def grade_in_sandbox(sandbox: Sandbox, env: Environment, instance: TaskInstance,
                                   report.missing_modules):
         theirs = _reference_failures(env, instance, files, tests).missing \
             if report.missing_modules and candidate.strip() and not reference else None
-        if theirs is None or set(report.missing_modules) & theirs:
+        if why.startswith(RAN_NO_TEST) and not reference and _reference_failures(env, instance, files, tests).ran:
+            # the same command ran tests with the reference patch: this code stopped the runner (a crash)
+            report.error = f"{why}; the reference patch's run of the same command reported its tests"
+        elif theirs is None or set(report.missing_modules) & theirs:
             report.status, report.error = EvalStatus.INFRA_ERROR, why
             return report
-        # the reference's run imports them fine: the candidate's code asks for what no environment has
-        report.error = f"the patched code imports what the environment lacks, the reference patch's run does not: " \
-                       f"{', '.join(report.missing_modules)}"
+        else:  # the reference's run imports them fine: the candidate's code asks for what no environment has
+            report.error = f"the patched code imports what the environment lacks, the reference patch's run does " \
+                           f"not: {', '.join(report.missing_modules)}"
     offline = _offline(result, named, env) if candidate.strip() else {}
     if offline and not reference:
         offline = {t: why for t, why in offline.items() if t in _reference_failures(env, instance, files, tests).offline}
@@ -289,6 +297,8 @@ class _Reference(NamedTuple):
     """Listed tests it cannot run at all (`_gaps`) -> why."""
     missing: set[str]
     """Modules its log says could not be imported that no patch provides (`missing_modules`)."""
+    ran: bool
+    """It reported tests: the environment runs the command."""
 
 
 _REFERENCE: dict[str, _Reference] = {}
@@ -318,9 +328,9 @@ def _reference_failures(env: Environment, instance: TaskInstance, files: list[st
         found = _Reference(set(_offline(run, named, env)), {t for t in tests if not passed(_status(run.statuses, named[t]))},
                            set(guard.problems(run)) if guard else set(),
                            _gaps(run, named, tests, sandbox, env.spec, provided),
-                           set(missing_modules(run, sandbox, patch_files(instance.patch), provided)))
+                           set(missing_modules(run, sandbox, patch_files(instance.patch), provided)), bool(run.statuses))
     except (PatchApplyError, TestRunError):
-        found = _Reference(set(), set(), set(), {}, set())
+        found = _Reference(set(), set(), set(), {}, set(), False)
     finally:
         sandbox.close()
     with _REFERENCE_LOCK:

@@ -8,7 +8,9 @@ wrong thing and hides a broken environment. Each rule reads the run's log and ex
 - a module is missing at collection that neither the repository nor any patch provides (a dependency),
   and a test the caller scores errored or is absent (a passing suite may print such a message as
   a test's expected output, e.g. a test runner's own tests);
-- the run reported no test at all, and the log names no file the candidate changed.
+- the run reported no test at all, and the log names no file the candidate changed (`RAN_NO_TEST`:
+  the grader asks the reference patch's run, and where that ran tests with the same command, the
+  candidate's code is what stopped the runner).
 
 A failure that names a file the candidate changed stays the candidate's.
 """
@@ -26,6 +28,8 @@ from swedojo.testrun.run import SuiteRun
 _SHELL_CANNOT_START = re.compile(r"^.*(command not found|No such file or directory|Permission denied|cannot execute).*$", re.MULTILINE)
 _RUNNER_MODULE = re.compile(r"(?:^|\s)-m\s+([\w.]+)")
 _NO_MODULE = re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'")
+RAN_NO_TEST = "the test command ran no test"
+"""How `environment_failure` begins when the run reported no test at all."""
 
 
 def _module_tops(paths: Iterable[str]) -> set[str]:
@@ -90,5 +94,5 @@ def environment_failure(run: SuiteRun, spec: EnvSpec, sandbox: Sandbox, changed:
     if errored and missing:
         return f"a dependency is missing: No module named {missing[0]!r} (not in the repository or any patch)"
     if not run.statuses and not run.timed_out and not any(_mentions(run.log, path) for path in changed):
-        return f"the test command ran no test (exit {run.exit_code}): {tail[0].strip()[:300]}"
+        return f"{RAN_NO_TEST} (exit {run.exit_code}): {tail[0].strip()[:300]}"
     return None

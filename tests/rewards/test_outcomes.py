@@ -48,6 +48,24 @@ def test_a_suite_that_collects_no_test_is_infra_error(tmp_path):
     assert scored.status == EvalStatus.INFRA_ERROR and "ran no test" in scored.error
 
 
+def test_a_runner_that_the_code_under_test_crashes_is_the_codes_failure_not_infra(tmp_path):
+    """Seen on a jest suite: with the empty patch a test's unhandled rejection killed node before
+    jest wrote its report, so no test was read, and the run was called infra_error. The reference
+    patch's run of the same command reported its tests: the environment works, this code does not."""
+    mirror, task = make_task_repo(tmp_path)
+    crash = "import os\n\nfrom calc import clamp\n\nif clamp(50, 0, 10) != 10:\n    os._exit(3)  # the runner dies\n"
+    new_file = source_patch("conftest.py", "", crash).replace("--- a/conftest.py", "new file mode 100644\n--- /dev/null")
+    crashing = task.model_copy(update={"test_patch": task.test_patch + new_file})
+    env = _env(mirror, crashing)
+    assert grade(env, crashing, crashing.patch).status == EvalStatus.RESOLVED
+    report = grade(env, crashing, "")
+    assert report.status == EvalStatus.EMPTY_PATCH and not report.resolved, (report.status, report.error)
+    assert report.error.startswith("the test command ran no test (exit 3)") and \
+        report.error.endswith("the reference patch's run of the same command reported its tests")
+    no_fix = grade(env, crashing, source_patch("calc.py", SOURCE, SOURCE + "\n# no fix\n"))
+    assert no_fix.status == EvalStatus.UNRESOLVED, (no_fix.status, no_fix.error)  # (the pytest guard sees the crash too)
+
+
 def test_a_missing_dependency_at_collection_is_infra_error(tmp_path):
     mirror, task = make_task_repo(tmp_path)
     extra = "import yaml_that_is_not_installed\n\n\ndef test_loads():\n    assert yaml_that_is_not_installed\n"
