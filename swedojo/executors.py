@@ -58,18 +58,30 @@ def _host_port(address: str) -> tuple[str, int] | None:
     return (host.strip("[]"), int(port)) if host and "://" not in host and port.isdigit() else None
 
 
+_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+"""An HTTP/2 client's first bytes and an empty SETTINGS frame: a gRPC server (Ray's GCS, its client
+server) answers with a SETTINGS frame of its own."""
+
+
 def check_listening(address: str, timeout_s: float = RAY_CONNECT_TIMEOUT_S) -> None:
-    """RayClusterError unless something accepts a TCP connection at `address` (`host:port`, or a Ray
-    client's `ray://host:port`) within `timeout_s`."""
+    """RayClusterError unless a gRPC server (as a Ray cluster's GCS or client server is) accepts a TCP
+    connection at `address` (`host:port`, or a Ray client's `ray://host:port`) and answers within
+    `timeout_s`: `ray.init` waits for ever on an address where nothing, or something else, listens."""
     where = _host_port(address.removeprefix("ray://"))
     if where is None:
         return
+    hint = "is `ray start --head` running there, and is this its port?"
     try:
-        socket.create_connection(where, timeout=timeout_s).close()
+        with socket.create_connection(where, timeout=timeout_s) as connection:
+            connection.sendall(_HTTP2_PREFACE)
+            answer = connection.recv(9)
     except OSError as exc:
         why = f"nothing answered within {timeout_s:g}s" if isinstance(exc, TimeoutError) else exc.strerror or str(exc)
-        raise RayClusterError(f"no Ray cluster at {address}: {why} (is `ray start --head` running there, and is "
-                              "this its port?)") from None
+        raise RayClusterError(f"no Ray cluster at {address}: {why} ({hint})") from None
+    if len(answer) < 4 or answer[3] != 4:  # not a SETTINGS frame: not an HTTP/2 (gRPC) server
+        said = answer.decode("latin-1").splitlines()[0][:60] if answer else "it closed the connection"
+        raise RayClusterError(f"no Ray cluster at {address}: something listens there but does not speak gRPC as "
+                              f"Ray does ({said!r}; {hint})")
 
 
 def local_ip_towards(address: str) -> str | None:

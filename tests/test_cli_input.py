@@ -3,6 +3,7 @@ and the commands that took their input wrongly (`sandbox exec`'s words, a stoppe
 
 from __future__ import annotations
 
+import contextlib
 import socket
 from pathlib import Path
 
@@ -77,6 +78,31 @@ def test_a_ray_address_where_nothing_listens_fails_at_once(tmp_path: Path) -> No
                                  address, "--out", str(tmp_path / "run")), f"no Ray cluster at {address}")
     assert "Connection refused" in line
     assert not (tmp_path / "run").exists()  # refused before the run directory is made
+
+
+@pytest.mark.timeout(60)  # before: `ray.init` waited for ever on a port where an HTTP server listens
+@pytest.mark.parametrize("answer", [b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n", b""])
+def test_a_ray_address_where_something_else_listens_fails_at_once(tmp_path: Path, answer: bytes) -> None:
+    import threading
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        address = f"127.0.0.1:{server.getsockname()[1]}"
+
+        def serve() -> None:
+            with contextlib.suppress(OSError):
+                while True:
+                    connection, _ = server.accept()
+                    with connection:
+                        connection.recv(64)
+                        connection.sendall(answer)  # an HTTP/1 server's answer, or a close
+
+        threading.Thread(target=serve, daemon=True).start()
+        line = _one_line_error(_dojo("eval", "--suite", "demo", "--policy", "gold", "--executor", "ray", "--address",
+                                     address, "--out", str(tmp_path / "run")), f"no Ray cluster at {address}")
+    assert "does not speak gRPC as Ray does" in line and ("HTTP/1.1" in line if answer else "closed" in line)
+    assert not (tmp_path / "run").exists()
 
 
 def test_a_mirror_of_the_wrong_layout_says_the_layout_it_wants(tmp_path: Path) -> None:
