@@ -78,12 +78,18 @@ def test_a_list_that_cannot_be_used_is_one_line_and_exit_2(listing: Path, tmp_pa
 
 @pytest.mark.slow
 def test_a_two_node_ray_cluster_launches_the_list_as_here(listing: Path, tmp_path: Path) -> None:
+    import ray
     from raycluster import RayCluster
 
     here = tmp_path / "here"
     assert _launch(listing, here).exit_code == 1
     with RayCluster(head_cpus=1) as cluster:
         cluster.add_node("second")
+        cluster.connect(ray)
+        try:
+            cluster.wait_for(ray, alive=2)  # both nodes up before the driver under test joins
+        finally:
+            ray.shutdown()
         on_ray = tmp_path / "ray"
         ran = subprocess.run([sys.executable, "-m", "swedojo.cli", "launch", "--repos", str(listing), "--out", str(on_ray),
                               "--backend", "local", "--mirror", str(listing.parent / "mirror"),
