@@ -22,36 +22,32 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import ray
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from raycluster import RayCluster
 
-from swedojo.agent.factory import make_policy
 from swedojo.datasets.registry import load_suite
 from swedojo.evaluate import evaluate
-from swedojo.executors import Executor, LocalExecutor, RayExecutor
-from swedojo.rewards.compose import RewardConfig
-from swedojo.rollout import EnvironmentResolver
-from swedojo.schema import TaskInstance
+from swedojo.settings import RunSettings
 
 
 def _load() -> str:
     return "/".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def _measure(name: str, executor: Executor, instances: list[TaskInstance], resolver: EnvironmentResolver,
-             root: Path) -> float:
-    """Instances per minute of one `evaluate` of `instances` with `executor`."""
+def _measure(name: str, suite: RunSettings, root: Path, **executor: Any) -> float:
+    """Instances per minute of one `evaluate` of the `suite` settings' instances with `executor`'s settings."""
     started = time.monotonic()
-    summary = evaluate(instances, lambda: make_policy("gold"), resolver, root / name, "demo", rewards=RewardConfig(),
-                       executor=executor)
+    summary = evaluate(suite.model_copy(update={"out": root / name, **executor}).prepare())
     seconds = time.monotonic() - started
-    if summary.resolved != len(instances):
-        sys.exit(f"{name}: gold resolved {summary.resolved}/{len(instances)}: {summary.counts}")
-    rate = len(instances) / seconds * 60
-    print(f"{name:8} {len(instances)} instances in {seconds:6.1f} s: {rate:6.1f} instances/min  (load {_load()})",
+    instances = summary.total
+    if summary.resolved != instances:
+        sys.exit(f"{name}: gold resolved {summary.resolved}/{instances}: {summary.counts}")
+    rate = instances / seconds * 60
+    print(f"{name:8} {instances} instances in {seconds:6.1f} s: {rate:6.1f} instances/min  (load {_load()})",
           flush=True)
     return rate
 
@@ -64,22 +60,23 @@ def main() -> None:
     suite = load_suite("demo")
     instances = [task.model_copy(update={"instance_id": f"{task.instance_id}-r{n}"})
                  for n in range(args.repeat) for task in suite.loaded.instances]
-    resolver = EnvironmentResolver(backend="local", mirror=suite.mirror)
     print(f"{len(instances)} instances ({len(suite.loaded.instances)} demo tasks x {args.repeat}), gold policy, local "
           f"backend, every tier; {os.cpu_count()} cores, load {_load()}", flush=True)
     rates: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="eval-scale-") as tmp:
         root = Path(tmp)
+        (root / "suite.jsonl").write_text("".join(i.model_dump_json() + "\n" for i in instances))
+        settings = RunSettings(suite=str(root / "suite.jsonl"), mirror=suite.mirror, launch=False, out=root)
         for workers in (1, 2):
-            rates[f"local_{workers}"] = _measure(f"local_{workers}", LocalExecutor(workers), instances, resolver, root)
+            rates[f"local_{workers}"] = _measure(f"local_{workers}", settings, root, workers=workers)
         with RayCluster(head_cpus=0) as cluster:
             cluster.connect(ray)
             try:
                 for nodes in (1, 2):
                     cluster.add_node(f"node{nodes}", cpus=1, ip=f"127.0.0.{nodes + 1}")
                     cluster.wait_for(ray, alive=nodes + 1)
-                    rates[f"ray_{nodes}"] = _measure(f"ray_{nodes}", RayExecutor(cluster.address), instances, resolver,
-                                                     root)
+                    rates[f"ray_{nodes}"] = _measure(f"ray_{nodes}", settings, root, executor="ray",
+                                                     address=cluster.address)
             finally:
                 ray.shutdown()
     figures = " ".join(f"{key}={rate:.1f}" for key, rate in rates.items())

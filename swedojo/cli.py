@@ -20,13 +20,12 @@ from rich.table import Table
 from typer.core import TyperGroup
 
 from swedojo.datasets.gen.cli import gen_command
-from swedojo.errors import BadInputError, output_dir
+from swedojo.errors import BadInputError
 from swedojo.progress import RunProgress, reporting, shown
 from swedojo.repolaunch.cli import launch_command
 from swedojo.rewards.cli import export_command, mismatch_command
-from swedojo.rundir import IssueRunDir, RunDir, suite_sha256
+from swedojo.rundir import IssueRunDir, RunDir
 from swedojo.sandboxes.cli import sandbox_app
-from swedojo.sandboxes.registry import backend as sandbox_backend
 from swedojo.sandboxes.registry import names as sandbox_backends
 from swedojo.schema import ALL_SCHEMAS, Step
 from swedojo.serve.cli import serve_command
@@ -129,26 +128,6 @@ def schema(name: str = typer.Argument("", help="One model name; all when empty."
 API_KEY_ENV = typer.Option("OPENAI_API_KEY", help="For an http(s) --model: the variable that holds its API key.")
 
 
-def _load_model(spec: str, api_key_env: str = "OPENAI_API_KEY", cost_limit: float | None = None,
-                limit_option: str = "--cost-limit"):
-    """The backend `--model` names; a provider's model reads its key from `--api-key-env` only when one
-    other than the default is given (else from the provider's own variable, ANTHROPIC_API_KEY, ...).
-    A `cost_limit` (of the option `limit_option`) needs a model whose price is known."""
-    from swedojo.agent.backends import BackendError, load_backend
-
-    console.print(f"loading model {spec} ...")
-    if spec.startswith(("http://", "https://")):
-        backend = load_backend(spec, api_key_env=api_key_env)
-    elif api_key_env != "OPENAI_API_KEY" and not spec.startswith(("tiny:", "scripted:")) and not Path(spec).is_dir():
-        backend = load_backend(spec, api_key_env=api_key_env)
-    else:
-        backend = load_backend(spec)
-    if cost_limit is not None and not getattr(backend, "priced", False):
-        raise BackendError(f"{limit_option}: the price of {spec} is not known (only a provider's model that litellm's "
-                           "price map lists has one), so its cost cannot be counted")
-    return backend
-
-
 COST_LIMIT = typer.Option(None, min=0.0, help="For a model: US dollars each instance may spend at the provider's list "
                           "price (a provider's model litellm prices); past it the instance stops (limit_cost).")
 TOKEN_LIMIT = typer.Option(None, min=1, help="For a model: prompt plus completion tokens each instance may use "
@@ -202,26 +181,6 @@ def _print_summary(summary, out: Path, skipped: int = 0) -> None:
     run_dir = RunDir(out)
     console.print(f"results: {run_dir.results}  summary: {run_dir.summary}  preds: {run_dir.preds}  "
                   f"SWE-bench reports: {run_dir.logs}/")
-
-
-def _check_mirror(repos: list[str], mirror: Path | None) -> None:
-    """A `--mirror` directory that holds none of the suite's repositories has the wrong layout: stop
-    before every instance ends as an infra_error saying so (one missing is that instance's
-    infra_error, as a partial mirror may be meant; a mirror not here at all is the executor's to
-    find, as a Ray node that cannot see it says so)."""
-    from swedojo.repos import RepoNotFoundError, resolve_repo
-
-    named = sorted({r for r in repos if "://" not in r and not r.startswith("git@")})  # a URL would be cloned
-    missing: list[str] = []
-    for repo in named if mirror is not None and mirror.is_dir() else []:
-        try:
-            resolve_repo(repo, mirror)
-            return
-        except RepoNotFoundError as exc:
-            missing.append(str(exc))
-    if missing:
-        others = f"; nor are the other {len(missing) - 1} repositories of the run" if len(missing) > 1 else ""
-        raise BadInputError(f"--mirror: {missing[0]}{others}")
 
 
 def _resume_command(ctx: typer.Context, out: Path) -> str:
@@ -303,76 +262,36 @@ def eval_command(
 
     An existing --out is resumed when it was made by the same suite, policy (or predictions file),
     model, rewards, temperature and seed; its infra_error instances are tried again."""
-    from swedojo import __version__
-    from swedojo.agent.backends import BackendError
-    from swedojo.agent.factory import make_policy
-    from swedojo.datasets.io import SuiteFormatError, select_instances
-    from swedojo.datasets.predictions import load_predictions
-    from swedojo.datasets.registry import SUITES, load_suite
-    from swedojo.evaluate import (
-        RunLimits,
-        RunMismatchError,
-        claim,
-        evaluate,
-        pending,
-        to_grade,
-    )
+    from swedojo.evaluate import evaluate, pending, to_grade
     from swedojo.executors import ExecutorError
-    from swedojo.executors import executor as make_executor
-    from swedojo.rewards.compose import RewardConfig
-    from swedojo.rewards.web.perceptual import PerceptualModelError, load_scorer
-    from swedojo.rollout import EnvironmentResolver
-    from swedojo.rundir import RunInUseError, RunManifest
+    from swedojo.rundir import RunInUseError
+    from swedojo.settings import RunLimits, RunMismatchError, RunSettings
 
+    settings = RunSettings.checked(
+        suite=suite, out=out or _default_run_dir(), instance_ids=instance or [], slice=slice_, limit=limit,
+        policy=policy if ctx.get_parameter_source("policy").name != "DEFAULT" else "", predictions=predictions,
+        model=model or "", api_key_env=api_key_env, trajectories=trajectories,
+        agent=_agent_config(max_steps, temperature, cost_limit, token_limit), rewards=rewards,
+        perceptual_model=perceptual_model, backend=backend, mirror=mirror, launch=launch, workers=workers, pool=pool,
+        executor=executor, address=address, seed=seed, instance_timeout_s=instance_timeout, restart=restart,
+        limits=RunLimits(max_cost_usd=cost_limit_run, max_total_tokens=token_limit_run))
+    if settings.policy == "model" and settings.model:
+        console.print(f"loading model {settings.model} ...")
     try:
-        if rewards not in ("tiers", "resolved"):
-            raise ValueError(f"unknown --rewards {rewards!r}; choose tiers or resolved")
-        if perceptual_model and rewards != "tiers":
-            raise ValueError("--perceptual-model rates frames for the reward tiers: it needs --rewards tiers")
-        if perceptual_model:
-            perceptual_model = load_scorer(perceptual_model).path
-        pooled = sandbox_backend(backend).pooled
-        runner = make_executor(executor, workers, address)
-        if pool > 0 and executor != "local":
-            raise ValueError("--pool keeps warm sandboxes in this process: it is for --executor local")
-        priced = (cost_limit, "--cost-limit") if cost_limit is not None else (cost_limit_run, "--cost-limit-run")
-        model_backend = _load_model(model, api_key_env, *priced) if policy == "model" and model else None
-        agent = _agent_config(max_steps, temperature, cost_limit, token_limit)
-        preds = load_predictions(predictions) if predictions else None
-        if preds:
-            if ctx.get_parameter_source("policy").name != "DEFAULT":
-                raise ValueError("--predictions grades the file's patches: leave out --policy")
-            policy = "predictions"
-        patches = preds.patches() if preds else None
-        make_policy(policy, model_backend, trajectories, agent, patches)
-        loaded_suite = load_suite(suite, mirror)
-        instances = select_instances(loaded_suite.loaded.instances, instance or [], slice_, limit)
-        _check_mirror([i.repo for i in loaded_suite.loaded.instances], loaded_suite.mirror)
-    except (SuiteFormatError, ValueError, PerceptualModelError, BackendError) as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        raise typer.Exit(2) from None
-    for err in loaded_suite.loaded.errors:
-        console.print(f"[yellow]skipped record[/yellow] {err}")
-    out = output_dir(out or _default_run_dir())
-    run_seed = seed if policy == "model" else None  # only a model policy samples
-    reward_config = RewardConfig(perceptual_model=perceptual_model) if rewards == "tiers" else None
-    # Without a perceptual model the rewards read as they did before there was one, so older runs resume.
-    manifest = RunManifest(suite=suite, suite_sha256=suite_sha256(instances), policy=policy,
-                           model=preds.fingerprint if preds else model or "",
-                           rewards=reward_config.model_dump_json(exclude_none=True) if reward_config else "resolved",
-                           temperature=temperature if policy == "model" else None,
-                           seed=run_seed, swedojo_version=__version__)
-    try:
-        claim(RunDir(out), manifest, restart)
+        run = settings.prepare()
     except (RunMismatchError, RunInUseError) as exc:
         console.print(f"[red]error:[/red] {exc}")
         raise typer.Exit(2) from None
-    if preds:
-        for note in preds.match([i.instance_id for i in instances]).notes():
+    out, instances = run.run_dir.root, run.instances
+    for err in run.record_errors:
+        console.print(f"[yellow]skipped record[/yellow] {err}")
+    if run.predictions:
+        for note in run.predictions.match([i.instance_id for i in instances]).notes():
             console.print(f"[yellow]{escape(note)}[/yellow]")
-    todo = len(pending(to_grade(instances, preds), RunDir(out)))
+    todo = len(pending(to_grade(instances, run.predictions), run.run_dir))
     kept = f" ({len(instances) - todo} kept from the earlier run)" if todo < len(instances) else ""
-    console.print(f"evaluating {todo} of {len(instances)} instances of {suite}{kept} with policy {policy} on the {backend} backend -> {out}")
+    console.print(f"evaluating {todo} of {len(instances)} instances of {suite}{kept} with policy {settings.policy} on the "
+                  f"{backend} backend -> {out}")
 
     board = RunProgress(todo)
 
@@ -382,23 +301,11 @@ def eval_command(
         why = f"  {result.error}" if result.error else ""
         console.print(f"  {result.instance_id}: {mark} ({result.duration_s:.1f}s){why}")
 
-    launching = launch if launch is not None else suite not in SUITES
-    warm = None
-    if pool > 0 and pooled:
-        from swedojo.sandboxes.pool import SandboxPool
-
-        warm = SandboxPool(pool)
-    resolver = EnvironmentResolver(backend=backend, mirror=loaded_suite.mirror, launch=launching,
-                                   launch_dir=RunDir(out).environments, pool=warm)
     stop = threading.Event()
     resume = escape(_resume_command(ctx, out))
     try:
         with shown(console, board.describe, board), _first_interrupt_stops(stop):
-            summary = evaluate(instances, lambda: make_policy(policy, model_backend, trajectories, agent, patches), resolver,
-                               out, suite, loaded_suite.loaded.errors, workers, show, reward_config,
-                               on_stage=lambda instance, what: board.stage(instance.instance_id, what), stop=stop,
-                               predictions=preds, instance_timeout_s=instance_timeout, executor=runner,
-                               seed=run_seed, limits=RunLimits(max_cost_usd=cost_limit_run, max_total_tokens=token_limit_run))
+            summary = evaluate(run, show, lambda instance, what: board.stage(instance.instance_id, what), stop)
     except ExecutorError as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}; resume with: {resume}")
         raise typer.Exit(2) from None
@@ -407,11 +314,8 @@ def eval_command(
         console.print(f"[red]interrupted[/red]: {done} of {len(instances)} instances have results, the running ones "
                       f"were abandoned; resume with: {resume}")
         raise typer.Exit(130) from None
-    finally:
-        if warm is not None:
-            warm.close()
     # Instances named by id are all there, whatever else failed to load; any other selection may lack some.
-    skipped = len(loaded_suite.loaded.errors) if not instance else 0
+    skipped = len(run.record_errors) if not instance else 0
     _print_summary(summary, out, skipped)
     if summary.stopped_by:  # the run did what it was told: not an interruption
         console.print(f"[yellow]run limit reached[/yellow]: {summary.stopped_by}; {summary.not_started} instance(s) not "
@@ -456,33 +360,29 @@ def report_command(
 @app.command()
 def demo(out: Path = typer.Option(None, help="Run directory (default runs/demo-<timestamp>).")) -> None:
     """The pipeline on the embedded defaults: demo suite with gold and empty, the agent on a tiny model, RL export."""
-    from swedojo.agent.factory import make_policy
-    from swedojo.datasets.registry import load_suite
     from swedojo.evaluate import evaluate
-    from swedojo.rewards.compose import RewardConfig
     from swedojo.rewards.export import export_tokens
-    from swedojo.rollout import EnvironmentResolver
+    from swedojo.settings import RunSettings
 
     root = out or Path("runs") / f"demo-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
     problems: list[str] = []
     console.rule("swedojo demo")
     console.print("1. materialising the bundled demo suite as git repositories with history ...")
-    suite = load_suite("demo")
-    repos = sorted({i.repo for i in suite.loaded.instances})
-    console.print(f"   {len(suite.loaded.instances)} tasks over {len(repos)} repos ({', '.join(repos)}) in {suite.mirror}")
-    resolver = EnvironmentResolver(backend="local", mirror=suite.mirror)
-    for step, name in ((2, "gold"), (3, "empty")):
+    runs = {name: RunSettings.checked(suite="demo", policy=name, out=root / name).prepare() for name in ("gold", "empty")}
+    tasks = runs["gold"].instances
+    repos = sorted({i.repo for i in tasks})
+    console.print(f"   {len(tasks)} tasks over {len(repos)} repos ({', '.join(repos)}) in {runs['gold'].settings.mirror}")
+    for step, (name, run) in enumerate(runs.items(), start=2):
         what = "applies each task's reference fix" if name == "gold" else "submits no change"
         console.print(f"{step}. policy [bold]{name}[/bold] {what}; each patch is graded in a fresh local sandbox")
-        summary = evaluate(suite.loaded.instances, lambda: make_policy(name), resolver, root / name, "demo", rewards=RewardConfig())
+        summary = evaluate(run)
         _print_summary(summary, root / name)
         problems += demo_problems(name, summary, root / name)
-    first = suite.loaded.instances[:1]
-    console.print(f"4. the plan-execute-verify agent on {first[0].instance_id} with a tiny in-process GLM-5-architecture MoE")
+    console.print(f"4. the plan-execute-verify agent on {tasks[0].instance_id} with a tiny in-process GLM-5-architecture MoE")
     console.print("   (random weights: its answers are junk; what matters is the trajectory, tokens, logprobs, limits and reward)")
-    model_backend = _load_model("tiny:glm_moe_dsa")
-    agent = _agent_config(max_steps=2)
-    summary = evaluate(first, lambda: make_policy("model", model_backend, agent=agent), resolver, root / "model", "demo", rewards=RewardConfig())
+    console.print("loading model tiny:glm_moe_dsa ...")
+    summary = evaluate(RunSettings.checked(suite="demo", limit=1, policy="model", model="tiny:glm_moe_dsa",
+                                           agent=_agent_config(max_steps=2), out=root / "model").prepare())
     _print_summary(summary, root / "model")
     console.print("5. trainer-ready token records (prompt/response ids, loss mask, rollout logprobs, reward, advantage)")
     exported = export_tokens([root / "model"], root / "model-tokens")
@@ -496,7 +396,7 @@ def demo(out: Path = typer.Option(None, help="Run directory (default runs/demo-<
             console.print(f"[red]demo failed:[/red] {problem}")
         console.print(f"Everything is under {root}")
         raise typer.Exit(1)
-    total = len(suite.loaded.instances)
+    total = len(tasks)
     console.print(f"done: gold resolved {total}/{total}, empty 0/{total}, the agent's run exported. Everything is under {root}")
 
 
@@ -593,13 +493,14 @@ def run_command(
     from pydantic import ValidationError
 
     from swedojo.agent.backends import BackendError
-    from swedojo.evaluate import finish_run
+    from swedojo.evaluate import evaluate_issue
     from swedojo.repolaunch.errors import LaunchError
     from swedojo.repos import CommitNotFoundError, RepoNotFoundError
-    from swedojo.rollout import IssueError, run_issue
+    from swedojo.rollout import IssueError
     from swedojo.schema import EnvSpec, ExitStatus
+    from swedojo.settings import RunSettings
 
-    out = output_dir(out or Path("runs") / f"run-{datetime.now().strftime('%Y%m%d-%H%M%S')}")
+    out = out or Path("runs") / f"run-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
     files = IssueRunDir(out)
     try:
         spec = EnvSpec.model_validate_json(env.read_text()) if env else None
@@ -615,13 +516,12 @@ def run_command(
     try:
         if spec and backend and backend != spec.backend:
             raise IssueError(f"--backend {backend}, but {env} is an environment of the {spec.backend} backend")
-        if files.taken():  # said before a model loads
-            raise IssueError(f"{out} holds a run already: use another --out")
         text, source = _issue_text(issue, issue_text)
+        settings = RunSettings.checked(suite=source, out=out, policy="model", model=model, api_key_env=api_key_env,
+                                       agent=_agent_config(max_steps, 0.0, cost_limit, token_limit),
+                                       backend=backend or "local", launch=launch)
         with shown(console, lambda: doing[0]), reporting(lambda what: doing.__setitem__(0, what)):
-            result = run_issue(repo, text, _load_model(model, api_key_env, cost_limit), out, commit=commit,
-                               backend=backend or "local", agent=_agent_config(max_steps, 0.0, cost_limit, token_limit),
-                               spec=spec, launch=launch, source=source, on_step=show)
+            result = evaluate_issue(settings, repo, text, commit=commit, spec=spec, on_step=show)
     except LaunchError as exc:
         console.print(f"[red]error:[/red] no environment for {repo}: {escape(str(exc))}; pass one with --env, or "
                       "--no-launch for the plain pytest environment")
@@ -632,7 +532,6 @@ def run_command(
     except KeyboardInterrupt:  # before the agent started, or while its patch was checked: nothing to keep
         console.print(f"[red]interrupted[/red] while {escape(doing[0])}: no result was recorded in {out}")
         raise typer.Exit(130) from None
-    finish_run(files, [result.instance], source, result.result.policy)
     trajectory = result.trajectory
     console.print(f"exit status: [bold]{trajectory.exit_status.value}[/bold] after {len(trajectory.steps)} steps"
                   + (f" ({escape(trajectory.error)})" if trajectory.error else "")

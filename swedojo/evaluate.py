@@ -17,30 +17,42 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
 
 from swedojo.agent.base import Policy, derived_seed
 from swedojo.datasets.io import RecordError
 from swedojo.datasets.predictions import PredictionsFile
-from swedojo.executors import Executor, LocalExecutor
-from swedojo.progress import reporting
+from swedojo.errors import output_dir
+from swedojo.progress import reporting, stage
 from swedojo.rewards.compose import RewardConfig
 from swedojo.rewards.swebench_reports import run_report, write_instance_files
 from swedojo.rewards.tiers import BaselineCache
-from swedojo.rollout import EnvironmentResolver, run_instance, spent
-from swedojo.rundir import InstanceResult, RunDir, RunManifest, write_atomic
+from swedojo.rollout import (
+    EnvironmentResolver,
+    IssueError,
+    IssueRun,
+    run_instance,
+    run_issue,
+    spent,
+)
+from swedojo.rundir import InstanceResult, IssueRunDir, RunDir, write_atomic
 from swedojo.sandboxes.scope import SandboxScope, scoped
 from swedojo.schema import (
+    EnvSpec,
     EvalStatus,
     ExitStatus,
     RewardReport,
+    Step,
     TaskInstance,
     Trajectory,
 )
+from swedojo.settings import Run, RunLimits, RunSettings
+
+if TYPE_CHECKING:
+    from swedojo.sandboxes.pool import SandboxPool
 
 
 class Summary(BaseModel):
@@ -82,27 +94,6 @@ class Summary(BaseModel):
     """Instances whose model used tokens at no known price: left out of `cost_usd`."""
 
 
-class RunLimits(BaseModel):
-    """What a whole run may spend (`dojo eval --cost-limit-run`, `--token-limit-run`), over every
-    result in its directory (a resumed run's earlier ones too): once its results reach a limit, no
-    further instance starts; those running finish (a limit per instance is `LoopLimits`')."""
-
-    max_cost_usd: float | None = None
-    """US dollars at the provider's list price over the run's instances; None: no limit."""
-    max_total_tokens: int | None = None
-    """Prompt plus completion tokens over the run's instances; None: no limit."""
-
-    def reached(self, results: list[InstanceResult]) -> str:
-        """The limit `results` reach and what they spent, as `Summary.stopped_by` says it; empty when none."""
-        tokens = sum(r.prompt_tokens + r.completion_tokens for r in results)
-        cost = sum(r.cost_usd or 0.0 for r in results)
-        if self.max_total_tokens is not None and tokens >= self.max_total_tokens:
-            return f"{tokens} tokens, prompt and completion, over the run (limit --token-limit-run={self.max_total_tokens})"
-        if self.max_cost_usd is not None and cost >= self.max_cost_usd:
-            return f"${cost:.6f} spent over the run (limit --cost-limit-run={self.max_cost_usd:g})"
-        return ""
-
-
 class _Stop(threading.Event):
     """Set by the run's own limit, and set whenever the caller's stop is: what the executor asks."""
 
@@ -116,24 +107,25 @@ class _Stop(threading.Event):
 
 class InstanceJob:
     """One instance of this run: `evaluate_instance` with the run's resolver, policy, rewards,
-    budget and files.
+    budget and files, as its settings say.
 
-    Sent to another process (a Ray worker) it travels as settings, and that process keeps one
-    resolver and one `BaselineCache` per run for all its instances, so launched environments and
-    the suite's runs at base are shared there as they are between this process's threads.
+    Sent to another process (a Ray worker) it travels as those settings, and that process builds
+    from them one resolver and one `BaselineCache` per run for all its instances, so launched
+    environments and the suite's runs at base are shared there as they are between this process's threads.
     """
 
-    def __init__(self, resolver: EnvironmentResolver, policy_factory: Callable[[], Policy], run_dir: RunDir,
-                 rewards: RewardConfig | None, budget_s: float | None = None,
-                 baselines: BaselineCache | None = None, seed: int | None = None) -> None:
-        self.resolver, self.policy_factory, self.run_dir, self.rewards = resolver, policy_factory, run_dir, rewards
-        self.budget_s, self.seed = budget_s, seed
-        self.baselines = baselines or (BaselineCache(run_dir.baselines) if rewards else None)
+    def __init__(self, settings: RunSettings, policy_factory: Callable[[], Policy], run_dir: RunDir,
+                 resolver: EnvironmentResolver | None = None, baselines: BaselineCache | None = None) -> None:
+        self.settings, self.policy_factory, self.run_dir = settings, policy_factory, run_dir
+        self.resolver = resolver or settings.resolver(run_dir.environments)
+        self.rewards = settings.reward_config()
+        self.baselines = baselines or (BaselineCache(run_dir.baselines) if self.rewards else None)
 
     def __call__(self, instance: TaskInstance, said: Callable[[str], None]) -> InstanceResult:
-        seed = None if self.seed is None else derived_seed(self.seed, instance.instance_id)
+        seed = self.settings.run_seed
         return evaluate_instance(instance, self.resolver, self.policy_factory(), self.run_dir.trajectory(instance.instance_id),
-                                 self.rewards, self.baselines, self.budget_s, said, seed)
+                                 self.rewards, self.baselines, self.settings.instance_timeout_s, said,
+                                 None if seed is None else derived_seed(seed, instance.instance_id))
 
     def lost(self, instance: TaskInstance, error: str) -> InstanceResult:
         report = RewardReport(instance_id=instance.instance_id, status=EvalStatus.INFRA_ERROR, error=error)
@@ -142,28 +134,22 @@ class InstanceJob:
                               error=error, report=report)
 
     def paths(self) -> list[Path]:
-        return [path for path in (self.resolver.mirror, self.run_dir.root) if path is not None]
+        return [path for path in (self.settings.mirror, self.run_dir.root) if path is not None]
 
     def __reduce__(self) -> tuple[Callable[..., InstanceJob], tuple[Any, ...]]:
-        return _job_in_this_process, (self.resolver.model_dump_json(), self.policy_factory, self.run_dir.root, self.rewards,
-                                      self.budget_s, self.seed)
+        return _job_in_this_process, (self.settings.model_dump_json(), self.policy_factory, self.run_dir.root)
 
 
 _kept: dict[tuple[str, Path], tuple[EnvironmentResolver, BaselineCache]] = {}
-"""A worker process's resolver and baselines per (resolver settings, run directory), for `InstanceJob`."""
+"""A worker process's resolver and baselines per (run settings, run directory), for `InstanceJob`."""
 
 
-def _job_in_this_process(resolver: str, policy_factory: Callable[[], Policy], root: Path, rewards: RewardConfig | None,
-                         budget_s: float | None, seed: int | None) -> InstanceJob:
-    run_dir = RunDir(root)
-    if (resolver, root) not in _kept:
-        _kept[resolver, root] = (EnvironmentResolver.model_validate_json(resolver), BaselineCache(run_dir.baselines))
-    kept, baselines = _kept[resolver, root]
-    return InstanceJob(kept, policy_factory, run_dir, rewards, budget_s, baselines if rewards else None, seed)
-
-
-class RunMismatchError(Exception):
-    """The run directory holds results made by other inputs (suite, policy, model, rewards)."""
+def _job_in_this_process(settings: str, policy_factory: Callable[[], Policy], root: Path) -> InstanceJob:
+    run_dir, run = RunDir(root), RunSettings.model_validate_json(settings)
+    if (settings, root) not in _kept:
+        _kept[settings, root] = (run.resolver(run_dir.environments), BaselineCache(run_dir.baselines))
+    resolver, baselines = _kept[settings, root]
+    return InstanceJob(run, policy_factory, run_dir, resolver, baselines)
 
 
 def to_grade(instances: list[TaskInstance], predictions: PredictionsFile | None) -> list[TaskInstance]:
@@ -182,36 +168,6 @@ def pending(instances: list[TaskInstance], run_dir: RunDir) -> list[TaskInstance
     """The instances a (resumed) run still has to evaluate: those without a result, and those whose
     result is an infra_error (the harness failed, so it is tried again). A timed_out one is kept."""
     return _pending(instances, run_dir.read_results())
-
-
-def claim(run_dir: RunDir, manifest: RunManifest, restart: bool = False) -> None:
-    """Make `run_dir` this run's: take its lock (RunInUseError while another live run has it), write
-    its manifest, or check that a resumed run has the same inputs. The lock is held until
-    `evaluate` ends (or the process does: a killed run lets go of it).
-
-    `restart`: an earlier run's files are moved to `previous-<time>/` first (nothing is deleted;
-    the content-hashed baselines and environments stay, they hold for any inputs).
-    """
-    run_dir.hold()
-    made = run_dir.results.is_file() or run_dir.manifest.is_file()
-    if made and not restart:
-        if not run_dir.manifest.is_file():
-            raise RunMismatchError(f"{run_dir.root} holds results but no {run_dir.manifest.name}, so what made them is "
-                                   "unknown: use another --out, or --restart to set them aside")
-        differences = RunManifest.model_validate_json(run_dir.manifest.read_text()).differences(manifest)
-        if differences:
-            raise RunMismatchError(f"{run_dir.root} was made by other inputs ({'; '.join(differences)}): "
-                                   "use another --out, or --restart to set the earlier results aside")
-    if made and restart:
-        aside = run_dir.root / f"previous-{datetime.now().strftime('%Y%m%d-%H%M%S')}"
-        aside.mkdir()
-        reports = run_dir.root.glob(run_dir.swebench_report("*").name)
-        # The manifest last: a restart killed half way leaves a directory that the same command sets aside again.
-        for path in (run_dir.results, run_dir.summary, run_dir.preds, run_dir.trajectories, run_dir.logs, *reports,
-                     run_dir.manifest):
-            if path.exists():
-                path.rename(aside / path.name)
-    write_atomic(run_dir.manifest, manifest.model_dump_json(indent=1))
 
 
 TIMEOUT_GRACE_S = 30.0
@@ -287,78 +243,54 @@ def evaluate_instance(
 
 
 def evaluate(
-    instances: list[TaskInstance],
-    policy_factory: Callable[[], Policy],
-    resolver: EnvironmentResolver,
-    out: Path,
-    suite_name: str,
-    record_errors: list[RecordError] | None = None,
-    workers: int = 1,
+    run: Run,
     on_result: Callable[[InstanceResult], None] | None = None,
-    rewards: RewardConfig | None = None,
     on_stage: Callable[[TaskInstance, str], None] | None = None,
     stop: threading.Event | None = None,
-    predictions: PredictionsFile | None = None,
-    instance_timeout_s: float | None = None,
-    executor: Executor | None = None,
-    seed: int | None = None,
-    limits: RunLimits | None = None,
 ) -> Summary:
-    """Evaluate every instance without a result in `out/results.jsonl` (or with an infra_error one)
-    and write the run's files; `claim` the directory first to have its inputs recorded and checked.
+    """Evaluate every instance of `run` (`RunSettings.prepare`, which claimed its directory) without a
+    result in its `results.jsonl` (or with an infra_error one) and write the run's files.
 
-    With `rewards`, every instance is also scored on the reward tiers (three test runs instead of one;
-    the suite's run at base is kept in `out/baselines`, so a resumed run does not repeat it).
+    With rewards `tiers`, every instance is also scored on the reward tiers (three test runs instead
+    of one; the suite's run at base is kept in the run's `baselines/`, so a resumed run does not repeat it).
     Once `stop` is set no further instance starts; those running finish, and the files are written
-    over the results so far (`Summary.not_started` counts the rest). `on_stage` hears what each
-    instance is doing as it changes (starting, the agent, grading, tier 3's suite runs, ...).
-    With `predictions`, only the instances it has a patch for are graded (`to_grade`); the policy
-    is the caller's (`predictions`, which submits them). `instance_timeout_s`: each instance's
-    wall-clock budget (see `evaluate_instance`). `executor` runs the instances (default: `workers`
-    threads here); their results come back here and only this process writes `out`. `seed`: a model
-    policy's episode of each instance samples with a seed derived from it and the instance's id, so
-    the run samples the same tokens whatever order the workers take the instances in. `limits`:
-    what the whole run may spend; reaching one stops it as `stop` does (`Summary.stopped_by` says so).
+    over the results so far (`Summary.not_started` counts the rest); the run's `limits` stop it the
+    same way when its results reach one (`Summary.stopped_by` says so). `on_result` hears each
+    result as it is recorded, `on_stage` what each instance is doing as it changes (starting, the
+    agent, grading, tier 3's suite runs, ...). With predictions, only the instances they have a
+    patch for are graded (`to_grade`). The run's executor runs the instances; their results come
+    back here and only this process writes the run directory. A model policy's episode of each
+    instance samples with a seed derived from the run's and the instance's id, so the run samples
+    the same tokens whatever order the workers take the instances in.
 
-    Killed at any moment, the same call again ends with every instance once in `results.jsonl`:
+    Killed at any moment, the same run again ends with every instance once in `results.jsonl`:
     the directory is locked against a second live run, results are appended whole (a line cut by
     the kill is dropped) and the file is compacted to one line per instance.
     """
-    out.mkdir(parents=True, exist_ok=True)
-    run_dir = RunDir(out)
-    run_dir.hold()
+    run.run_dir.hold()
+    pool = run.settings.sandbox_pool()
     try:
-        return _evaluate(instances, policy_factory, resolver, run_dir, suite_name, record_errors, workers, on_result,
-                         rewards, on_stage, stop, instance_timeout_s, predictions, executor, seed, limits)
+        return _evaluate(run, on_result, on_stage, stop, pool)
     finally:
-        run_dir.release()
+        if pool is not None:
+            pool.close()
+        run.run_dir.release()
 
 
 def _evaluate(
-    instances: list[TaskInstance],
-    policy_factory: Callable[[], Policy],
-    resolver: EnvironmentResolver,
-    run_dir: RunDir,
-    suite_name: str,
-    record_errors: list[RecordError] | None,
-    workers: int,
+    run: Run,
     on_result: Callable[[InstanceResult], None] | None,
-    rewards: RewardConfig | None,
     on_stage: Callable[[TaskInstance, str], None] | None,
     stop: threading.Event | None,
-    instance_timeout_s: float | None,
-    predictions: PredictionsFile | None,
-    executor: Executor | None,
-    seed: int | None,
-    limits: RunLimits | None,
+    pool: SandboxPool | None,
 ) -> Summary:
+    run_dir, settings, limits = run.run_dir, run.settings, run.settings.limits
     done = run_dir.compact_results()
-    graded = to_grade(instances, predictions)
-    todo = _pending(graded, done)
+    todo = _pending(to_grade(run.instances, run.predictions), done)
     lock = threading.Lock()
-    policy_name = policy_factory().name
+    policy_name = run.policy_factory().name
     halt = _Stop(stop)
-    if limits is not None and limits.reached(list(done.values())):
+    if limits.reached(list(done.values())):
         halt.set()  # a resumed run whose limit was reached before: nothing starts
 
     def record(result: InstanceResult) -> None:
@@ -366,7 +298,7 @@ def _evaluate(
         with lock:
             run_dir.append_result(result)
             done[result.instance_id] = result
-            if limits is not None and limits.reached(list(done.values())):
+            if limits.reached(list(done.values())):
                 halt.set()
             if on_result:
                 on_result(result)
@@ -375,9 +307,9 @@ def _evaluate(
         if on_stage:
             on_stage(instance, what)
 
-    work = InstanceJob(resolver, policy_factory, run_dir, rewards, instance_timeout_s, seed=seed)
-    (executor or LocalExecutor(workers)).run(todo, work, record, staged, halt)
-    return finish_run(run_dir, instances, suite_name, policy_name, record_errors, predictions, limits)
+    work = InstanceJob(settings, run.policy_factory, run_dir, settings.resolver(run_dir.environments, pool))
+    run.executor.run(todo, work, record, staged, halt)
+    return finish_run(run_dir, run.instances, settings.suite, policy_name, run.record_errors, run.predictions, limits)
 
 
 def finish_run(run_dir: RunDir, instances: list[TaskInstance], suite_name: str, policy_name: str,
@@ -417,3 +349,20 @@ def finish_run(run_dir: RunDir, instances: list[TaskInstance], suite_name: str, 
     write_atomic(run_dir.swebench_report(predictions.model_name if predictions else policy_name),
                  report.model_dump_json(indent=4))
     return summary
+
+
+def evaluate_issue(settings: RunSettings, repo: str, text: str, *, commit: str = "", spec: EnvSpec | None = None,
+                   on_step: Callable[[Step], None] | None = None) -> IssueRun:
+    """`dojo run` as its settings say: the model policy on one issue (`text`, from `settings.suite`)
+    of `repo` into the run directory `settings.out` (`rollout.run_issue`), then the run's totals
+    (`finish_run`), so that it reads as any run. A directory that holds a run already is refused
+    (IssueError) before the model loads."""
+    files = IssueRunDir(output_dir(settings.out))
+    if files.taken():
+        raise IssueError(f"{settings.out} holds a run already: use another --out")
+    stage(f"loading model {settings.model}")
+    issue = run_issue(repo, text, settings.load_model(), settings.out, commit=commit, backend=settings.backend,
+                      agent=settings.agent, mirror=settings.mirror, spec=spec, launch=settings.launching,
+                      source=settings.suite, on_step=on_step)
+    finish_run(files, [issue.instance], settings.suite, issue.result.policy)
+    return issue

@@ -47,6 +47,7 @@ from swedojo.schema import (
     RewardReport,
     Step,
     TaskInstance,
+    TaskKind,
     TierScore,
     Trajectory,
 )
@@ -85,7 +86,7 @@ class EnvironmentResolver(BaseModel):
         """The instance's environment, launched at `commit` (default: its setup commit); a failed
         launch raises its `LaunchError` (stage named) every time."""
         source = resolve_repo(instance.repo, self.mirror)
-        browser = instance.checks is not None  # a front-end task: graded in Chromium inside the sandbox
+        browser = instance.kind == TaskKind.FRONT_END  # graded in Chromium inside the sandbox
         if not self.launch:
             env = default_python_env(instance.repo, instance.setup_commit, source, self.backend, self.config)
             return (env.with_browser() if browser else env).with_pool(self._pool)

@@ -171,6 +171,15 @@ class PageChecks(BaseModel):
     """Tier visual."""
 
 
+class TaskKind(str, Enum):
+    """What a task asks for, which decides its tools, its sandbox and how it is graded."""
+
+    CODE = "code"
+    """A code change, graded by the repository's tests (FAIL_TO_PASS, PASS_TO_PASS)."""
+    FRONT_END = "front_end"
+    """Pages judged in a browser by the front-end tiers (`TaskInstance.checks`), not by tests."""
+
+
 class TaskInstance(BaseModel):
     """One task in SWE-bench's field names; unknown fields (v5, Live, Gym, smith) are kept."""
 
@@ -222,6 +231,11 @@ class TaskInstance(BaseModel):
     @property
     def setup_commit(self) -> str:
         return self.environment_setup_commit or self.base_commit
+
+    @property
+    def kind(self) -> TaskKind:
+        """The one place that says how a task's kind is told: a front-end task has `checks`."""
+        return TaskKind.CODE if self.checks is None else TaskKind.FRONT_END
 
     def to_swebench(self) -> dict[str, Any]:
         """The record as SWE-bench publishes it: test lists as JSON strings, extras kept."""

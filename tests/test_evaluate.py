@@ -10,11 +10,10 @@ from procs import running
 from taskrepo import make_task_repo
 from typer.testing import CliRunner
 
-from swedojo.agent.factory import make_policy
 from swedojo.cli import app
 from swedojo.datasets.registry import load_suite
 from swedojo.evaluate import evaluate
-from swedojo.rollout import EnvironmentResolver
+from swedojo.settings import RunSettings
 
 
 def _suite(tmp_path):
@@ -151,8 +150,8 @@ def test_a_set_stop_starts_no_further_instance_and_the_files_cover_what_ran(tmp_
     suite = load_suite("demo")
     instances = suite.loaded.instances
     stop = threading.Event()
-    summary = evaluate(instances, lambda: make_policy("gold"), EnvironmentResolver(mirror=suite.mirror), tmp_path, "demo",
-                       workers=2, on_result=lambda result: stop.set(), stop=stop)
+    run = RunSettings(suite="demo", policy="gold", rewards="resolved", workers=2, out=tmp_path).prepare()
+    summary = evaluate(run, on_result=lambda result: stop.set(), stop=stop)
     rows = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
     assert 1 <= len(rows) <= 2 < len(instances)  # the instances the two workers had begun, no more
     assert summary.total == len(instances) and summary.not_started == len(instances) - len(rows)

@@ -14,13 +14,11 @@ import ray
 from raycluster import RayCluster
 from typer.testing import CliRunner
 
-from swedojo.agent.factory import make_policy
 from swedojo.cli import app
 from swedojo.datasets.registry import load_suite
 from swedojo.evaluate import evaluate
 from swedojo.executors import RayExecutor, SharedFilesystemError
-from swedojo.rewards.compose import RewardConfig
-from swedojo.rollout import EnvironmentResolver
+from swedojo.settings import RunSettings
 
 pytestmark = pytest.mark.slow
 
@@ -80,8 +78,8 @@ def test_a_worker_node_killed_mid_run_loses_no_instance_and_duplicates_none(clus
             killed.append(instance.instance_id)
 
     out = tmp_path / "run"
-    summary = evaluate(instances, lambda: make_policy("gold"), EnvironmentResolver(backend="local", mirror=suite.mirror),
-                       out, "demo", rewards=RewardConfig(), on_stage=staged, executor=RayExecutor(cluster.address))
+    run = RunSettings(suite="demo", executor="ray", address=cluster.address, out=out).prepare()
+    summary = evaluate(run, on_stage=staged)
 
     assert killed, f"no instance started on the second node: {stages}"
     assert cluster.nodes["second"].poll() is not None
@@ -97,14 +95,13 @@ def test_a_worker_node_killed_mid_run_loses_no_instance_and_duplicates_none(clus
 def test_a_stopped_ray_run_starts_nothing_more_and_resumes_to_each_instance_once(cluster, tmp_path):
     suite = load_suite("demo")
     instances = suite.loaded.instances
-    resolver = EnvironmentResolver(backend="local", mirror=suite.mirror)
     out, stop = tmp_path / "run", threading.Event()
-    first = evaluate(instances, lambda: make_policy("gold"), resolver, out, "demo", on_result=lambda r: stop.set(),
-                     stop=stop, executor=RayExecutor(cluster.address))
+    settings = RunSettings(suite="demo", rewards="resolved", executor="ray", address=cluster.address, out=out)
+    first = evaluate(settings.prepare(), on_result=lambda r: stop.set(), stop=stop)
     # At most four were sent (two at work, one queued per CPU); after the stop none more, and those
     # still queued are called back.
     assert 1 <= len(_rows(out)) <= 4 and first.not_started == len(instances) - len(_rows(out))
-    resumed = evaluate(instances, lambda: make_policy("gold"), resolver, out, "demo", executor=RayExecutor(cluster.address))
+    resumed = evaluate(settings.prepare())
     rows = _rows(out)
     assert sorted(r["instance_id"] for r in rows) == sorted(i.instance_id for i in instances)
     assert resumed.resolved == resumed.total == len(instances) and resumed.not_started == 0
@@ -119,8 +116,8 @@ def test_a_node_that_cannot_see_the_suite_repos_ends_the_run_clearly(cluster, tm
     assert f"cannot see {elsewhere}" in ran.output and "shared filesystem" in ran.output
     assert not (out / "results.jsonl").exists() or not _rows(out)  # nothing recorded: a resume runs everything
     with pytest.raises(SharedFilesystemError, match="cannot see"):
-        evaluate(load_suite("demo").loaded.instances[:1], lambda: make_policy("gold"),
-                 EnvironmentResolver(backend="local", mirror=elsewhere), out, "demo", executor=RayExecutor(cluster.address))
+        evaluate(RunSettings(suite="demo", limit=2, mirror=elsewhere, rewards="resolved", executor="ray",
+                             address=cluster.address, out=out).prepare())
 
 
 def test_executor_options_are_checked():

@@ -7,7 +7,8 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from swedojo.cli import app
-from swedojo.schema import ALL_SCHEMAS, TaskInstance
+from swedojo.datasets.demo import WEB_DEMO, load_demo_tasks
+from swedojo.schema import ALL_SCHEMAS, TaskInstance, TaskKind
 
 
 def test_test_lists_accept_json_strings_and_lists():
@@ -25,6 +26,14 @@ def test_unknown_fields_are_kept_and_written_back():
     assert out["difficulty"] == "<15 min" and out["image"] == "img:1"
     assert out["FAIL_TO_PASS"] == '["t::a"]'
     assert TaskInstance.model_validate(out) == inst
+
+
+def test_the_task_kind_is_told_by_checks_and_never_written():
+    code, front_end = load_demo_tasks()[0], load_demo_tasks(WEB_DEMO)[0]
+    assert code.kind == TaskKind.CODE and front_end.kind == TaskKind.FRONT_END
+    # a derived name, not a field: a record read and written back does not gain it
+    assert "kind" not in code.to_swebench() and "kind" not in front_end.to_swebench()
+    assert front_end.model_copy(update={"checks": None}).kind == TaskKind.CODE
 
 
 def test_bad_test_list_is_rejected():

@@ -32,7 +32,15 @@ from swedojo.agent.backends import (
 )
 from swedojo.agent.base import Interrupted, RunContext, derived_seed
 from swedojo.sandboxes.base import Sandbox, SandboxError
-from swedojo.schema import EnvSpec, ExitStatus, Step, TaskInstance, ToolCall, Trajectory
+from swedojo.schema import (
+    EnvSpec,
+    ExitStatus,
+    Step,
+    TaskInstance,
+    TaskKind,
+    ToolCall,
+    Trajectory,
+)
 from swedojo.testrun.command import selects_tests
 from swedojo.testrun.patches import patch_files
 from swedojo.testrun.run import TestRunError, run_tests
@@ -248,7 +256,7 @@ class ModelPolicy:
 
     def start(self, instance: TaskInstance, sandbox: Sandbox, run: RunContext) -> Episode:
         """The prompts, an empty trajectory and the conversation they open."""
-        registry = self.registry if instance.checks is None else self.front_end_registry
+        registry = self.registry if instance.kind == TaskKind.CODE else self.front_end_registry
         system = self.system_prompt.format(tools=self.format.render_tools(registry.specs()))
         task = self.task_prompt.format(workdir=sandbox.workdir, issue=instance.problem_statement.strip())
         trajectory = Trajectory(

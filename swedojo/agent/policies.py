@@ -16,7 +16,14 @@ from swedojo.agent.base import RunContext
 from swedojo.agent.loop import SYSTEM_PROMPT, TASK_PROMPT
 from swedojo.rundir import file_name
 from swedojo.sandboxes.base import Sandbox
-from swedojo.schema import ExitStatus, Step, TaskInstance, ToolCall, Trajectory
+from swedojo.schema import (
+    ExitStatus,
+    Step,
+    TaskInstance,
+    TaskKind,
+    ToolCall,
+    Trajectory,
+)
 from swedojo.testrun.patches import apply_commands
 from swedojo.tools.base import ToolContext
 from swedojo.tools.formats import get_format
@@ -123,7 +130,7 @@ class ReplayPolicy:
         if not path.is_file():
             raise ReplayNotFoundError(f"{instance.instance_id}: no recorded trajectory at {path}")
         recorded = Trajectory.model_validate_json(path.read_text(encoding="utf-8"))
-        registry = _tool_registry(self.tool_set if instance.checks is None else self.front_end_tool_set)
+        registry = _tool_registry(self.tool_set if instance.kind == TaskKind.CODE else self.front_end_tool_set)
         registry.check_replay(recorded.tool_fingerprints)
         # Replaying samples nothing: the run spends no tokens (its steps keep what the recorded turns cost).
         trajectory = recorded.model_copy(update={"policy": self.name, "steps": [], "patch": "", "prompt_tokens": 0,

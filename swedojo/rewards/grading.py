@@ -37,7 +37,7 @@ from swedojo.rewards.web.assess import grade_web
 from swedojo.sandboxes import standins
 from swedojo.sandboxes.base import Sandbox, SandboxError
 from swedojo.sandboxes.environment import Environment
-from swedojo.schema import EnvSpec, EvalStatus, RewardReport, TaskInstance, TestStatus
+from swedojo.schema import EnvSpec, EvalStatus, RewardReport, TaskInstance, TaskKind, TestStatus
 from swedojo.testrun.command import runnable
 from swedojo.testrun.diagnose import RAN_NO_TEST, environment_failure, missing_modules
 from swedojo.testrun.guard import Guard, calibration, guardable, shadowing_modules
@@ -382,7 +382,7 @@ def with_standins_when_offline(env: Environment,
 def grade(env: Environment, instance: TaskInstance, candidate: str) -> RewardReport:
     """Grade `candidate` for `instance` in a fresh sandbox; infrastructure failures become a status.
     A front-end task is judged in the browser (`rewards.web`): resolved when every browser tier passes."""
-    if instance.checks is not None:
+    if instance.kind == TaskKind.FRONT_END:
         return in_fresh_sandbox(env, instance, lambda sandbox: grade_web(sandbox, instance, candidate)[0])
     return with_standins_when_offline(env, lambda served, before: in_fresh_sandbox(
         served, instance, lambda sandbox: grade_in_sandbox(sandbox, served, instance, candidate, before)))

@@ -29,7 +29,7 @@ from swedojo.rewards.web.assess import grade_web
 from swedojo.rewards.web.perceptual import load_scorer
 from swedojo.sandboxes.base import Sandbox
 from swedojo.sandboxes.environment import Environment
-from swedojo.schema import EvalStatus, RewardReport, TaskInstance, Trajectory
+from swedojo.schema import EvalStatus, RewardReport, TaskInstance, TaskKind, Trajectory
 from swedojo.testrun.patches import PatchApplyError
 from swedojo.testrun.run import SuiteRun, TestRunError
 
@@ -47,7 +47,7 @@ def score_in_sandbox(
     """Fill tiers and reward for `trajectory.patch` in `sandbox` (fresh, at base_commit);
     `offline_before` as for `grade_in_sandbox`."""
     candidate = trajectory.patch
-    if instance.checks is not None:
+    if instance.kind == TaskKind.FRONT_END:
         scorer = load_scorer(config.perceptual_model) if config.perceptual_model else None
         report, web = grade_web(sandbox, instance, candidate, scorer)
         skip = "empty patch" if not candidate.strip() else "patch does not apply" if web is None else ""

@@ -35,6 +35,7 @@ from swedojo.schema import (
     ExitStatus,
     RewardReport,
     TaskInstance,
+    TaskKind,
     TierScore,
     Trajectory,
 )
@@ -475,7 +476,7 @@ NO_TESTS = "a front-end task has no tests: the browser tiers (static, runtime, v
 def browser_tier(given: TierInput, pick: Callable[[WebAssessment], Check], code: Callable[[TierInput], Outcome]) -> Outcome:
     """A front-end task's browser check `pick`ed from its assessment (0 when there is none: no patch to
     look at), else the code task's `code`."""
-    if given.instance.checks is None:
+    if given.instance.kind == TaskKind.CODE:
         return code(given)
     if given.web is None:
         return Outcome(0.0, False, {"skipped": "the pages were not assessed: no patch that applies"})
@@ -484,7 +485,7 @@ def browser_tier(given: TierInput, pick: Callable[[WebAssessment], Check], code:
 
 def _for_code(check: Callable[[TierInput], Outcome]) -> Callable[[TierInput], Outcome]:
     """A test tier: not scored for a front-end task."""
-    return lambda given: not_scored(NO_TESTS) if given.instance.checks is not None else check(given)
+    return lambda given: not_scored(NO_TESTS) if given.instance.kind == TaskKind.FRONT_END else check(given)
 
 
 def _not_for_code(given: TierInput) -> Outcome:

@@ -26,11 +26,15 @@ from swedojo.agent.backends import (
 )
 from swedojo.agent.base import derived_seed
 from swedojo.agent.loop import AgentConfig, LoopLimits, ModelPolicy
-from swedojo.datasets.io import SuiteFormatError, select_instances
-from swedojo.datasets.registry import SUITES, load_suite
+from swedojo.errors import BadInputError
 from swedojo.rewards.advantages import AdvantageConfig, group_advantages
 from swedojo.rewards.compose import RewardConfig
-from swedojo.rewards.export import Sample, TokenMismatchError, scored_tiers, token_record
+from swedojo.rewards.export import (
+    Sample,
+    TokenMismatchError,
+    scored_tiers,
+    token_record,
+)
 from swedojo.rewards.tiers import BaselineCache
 from swedojo.rollout import EnvironmentResolver, run_instance
 from swedojo.rundir import InstanceResult, file_name
@@ -54,6 +58,7 @@ from swedojo.serve.api import (
     SampleOutcome,
 )
 from swedojo.serve.groups import Done, Drop, Refill, decide, is_stale
+from swedojo.settings import RunSettings
 from swedojo.tools.registry import UnknownToolSetError
 
 if TYPE_CHECKING:
@@ -188,10 +193,14 @@ class RolloutService:
         if not local and request.model not in limits.endpoints:
             raise BadBatchError(f"model {request.model!r} is not one of the service's endpoints (dojo serve --endpoint): "
                                 f"{', '.join(limits.endpoints) or 'none'}")
+        batch_id = f"batch-{secrets.token_hex(4)}"
+        directory = self.root / batch_id
         try:
-            suite = load_suite(request.suite, self.mirror)
-            instances = select_instances(suite.loaded.instances, request.instance_ids)
-        except (SuiteFormatError, ValueError, OSError) as exc:
+            settings = RunSettings.checked(suite=request.suite, instance_ids=request.instance_ids, backend=self.backend,
+                                           mirror=self.mirror, launch=request.launch, rewards=request.rewards,
+                                           out=directory)
+            suite, instances = settings.load_suite()
+        except (BadInputError, OSError) as exc:
             raise BadBatchError(str(exc)) from exc
         if not instances:
             raise BadBatchError(f"suite {request.suite} holds no instance to roll out")
@@ -217,13 +226,9 @@ class RolloutService:
         if request.weight_version is not None:
             with self._lock:
                 self._version = max(self._version, request.weight_version)
-        batch_id = f"batch-{secrets.token_hex(4)}"
-        directory = self.root / batch_id
         directory.mkdir(parents=True)
-        launch = request.launch if request.launch is not None else request.suite not in SUITES
-        resolver = EnvironmentResolver(backend=self.backend, mirror=suite.mirror, launch=launch,
-                                       launch_dir=self.root / "environments", pool=self.pool)
-        rewards = RewardConfig() if request.rewards == "tiers" else None
+        resolver = settings.model_copy(update={"mirror": suite.mirror}).resolver(self.root / "environments", self.pool)
+        rewards = settings.reward_config()
         batch = _Batch(
             batch_id=batch_id, request=request, directory=directory, resolver=resolver,
             policy=policy, rewards=rewards,

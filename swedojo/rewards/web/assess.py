@@ -17,7 +17,7 @@ from swedojo.rewards.web.visual import visual_check
 from swedojo.rundir import file_name
 from swedojo.sandboxes.base import Sandbox
 from swedojo.sandboxes.browser import sandbox_browser
-from swedojo.schema import EvalStatus, PageChecks, RewardReport, TaskInstance
+from swedojo.schema import EvalStatus, PageChecks, RewardReport, TaskInstance, TaskKind
 from swedojo.testrun.patches import PatchApplyError, apply_patch
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ def grade_web(sandbox: Sandbox, instance: TaskInstance, candidate: str,
     """Apply `candidate` in `sandbox` (fresh, at base_commit) and judge it in the browser; resolved
     when every browser tier passes (tier visual rating frames with `scorer` when given). No
     assessment for an empty patch or one that does not apply."""
-    assert instance.checks is not None
+    assert instance.kind == TaskKind.FRONT_END
     report = RewardReport(instance_id=instance.instance_id, status=EvalStatus.UNRESOLVED)
     if not candidate.strip():
         report.status = EvalStatus.EMPTY_PATCH
