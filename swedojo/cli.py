@@ -76,11 +76,31 @@ class DojoGroup(TyperGroup):
     it) becomes one line on stderr and exit status 2, instead of a traceback."""
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
+        """As click's, but a usage error (a missing or unknown option, a bad value) is one line on
+        stderr and exit status 2, as bad input is everywhere else, rather than a usage and a box."""
         import typer.rich_utils
 
         if typer.rich_utils.MAX_WIDTH is None and not sys.stdout.isatty():
             typer.rich_utils.MAX_WIDTH = PIPED_HELP_WIDTH
-        return super().main(*args, **kwargs)
+        if not kwargs.pop("standalone_mode", True):
+            return super().main(*args, standalone_mode=False, **kwargs)
+        clicks = sys.modules[typer.BadParameter.__module__]  # click's errors, wherever this typer takes them from
+        try:
+            result = super().main(*args, standalone_mode=False, **kwargs)
+        except getattr(clicks, "NoArgsIsHelpError", ()) as exc:  # `dojo` or a group alone: its help
+            exc.show()
+            sys.exit(exc.exit_code)
+        except clicks.UsageError as exc:
+            helped = f" (see {exc.ctx.command_path} --help)" if exc.ctx else ""
+            typer.echo(f"error: {' '.join(exc.format_message().split())}{helped}", err=True)
+            sys.exit(exc.exit_code)
+        except clicks.ClickException as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except typer.Abort:
+            typer.echo("Aborted!", err=True)
+            sys.exit(1)
+        sys.exit(result if isinstance(result, int) else 0)
 
     def invoke(self, ctx: typer.Context) -> Any:
         try:

@@ -151,3 +151,15 @@ def test_help_piped_at_80_columns_shows_every_option_whole() -> None:
         options = [o for p in typer.main.get_command(app).commands[name].params for o in p.opts if o.startswith("--")]
         assert options and all(o in shown for o in options), [o for o in options if o not in shown]
         assert "…" not in shown
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["eval"], "Missing option '--suite'."),
+    (["eval", "--suite", "demo", "--bogus"], "No such option: --bogus"),
+    (["eval", "--suite", "demo", "--workers", "x"], "Invalid value for '--workers'"),
+    (["launch", "--out"], "Option '--out' requires an argument."),
+])
+def test_a_usage_error_is_one_line_and_exit_2_as_other_bad_input(args: list[str], said: str) -> None:
+    result = _dojo(*args)
+    line = _one_line_error(result, said)
+    assert result.output.strip() == line  # no usage block above it, no box
