@@ -549,8 +549,9 @@ def run_command(
     except (IssueError, BackendError, RepoNotFoundError, CommitNotFoundError) as exc:
         console.print(f"[red]error:[/red] {escape(str(exc))}")
         raise typer.Exit(2) from None
-    except KeyboardInterrupt:  # before the agent started, or while its patch was checked: nothing to keep
-        console.print(f"[red]interrupted[/red] while {escape(doing[0])}: no result was recorded in {out}")
+    except KeyboardInterrupt:  # before the agent started, or while its patch was checked: recorded as interrupted
+        console.print(f"[red]interrupted[/red] while {escape(doing[0])}: recorded as interrupted, nothing scored; "
+                      f"look at it: dojo report {out}")
         raise typer.Exit(130) from None
     trajectory = result.trajectory
     console.print(f"exit status: [bold]{trajectory.exit_status.value}[/bold] after {len(trajectory.steps)} steps"

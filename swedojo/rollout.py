@@ -293,33 +293,54 @@ def run_issue(repo: str, text: str, model: ModelBackend, out: Path, *, commit: s
             suite=source, suite_sha256=suite_sha256([instance]), policy=ModelPolicy.name, model=model.name,
             rewards=ISSUE_REWARD.model_dump_json(exclude_none=True), temperature=agent.sampling.temperature,
             swedojo_version=__version__).model_dump_json(indent=1))
-        env = _issue_environment(instance, source_dir, out, backend, mirror, spec, launch)
-        path = files.trajectory(instance.instance_id)
-        run = RunContext(spec=env.spec, checkpoint=_watched(_checkpointer(path), on_step), group_id=instance.instance_id,
-                         files_dir=path.with_name(f"{path.stem}.files"))
-        stage("the agent at work")
+        trajectory = Trajectory(instance_id=instance.instance_id, policy=ModelPolicy.name, model=model.name)
+        env_spec: EnvSpec | None = spec
         try:
-            with env.open(instance.base_commit) as sandbox:
-                trajectory = ModelPolicy(model, agent).solve(instance, sandbox, run)
-        except Interrupted as stopped:
-            trajectory = stopped.trajectory
-        run.checkpoint(trajectory)
-        files.patch.write_text(trajectory.patch, encoding="utf-8")
-        if trajectory.exit_status == ExitStatus.INTERRUPTED:
+            env = _issue_environment(instance, source_dir, out, backend, mirror, spec, launch)
+            env_spec = env.spec
+            path = files.trajectory(instance.instance_id)
+            run = RunContext(spec=env.spec, checkpoint=_watched(_checkpointer(path), on_step),
+                             group_id=instance.instance_id, files_dir=path.with_name(f"{path.stem}.files"))
+            stage("the agent at work")
+            try:
+                with env.open(instance.base_commit) as sandbox:
+                    trajectory = ModelPolicy(model, agent).solve(instance, sandbox, run)
+            except Interrupted as stopped:
+                trajectory = stopped.trajectory
+            run.checkpoint(trajectory)
+            if trajectory.exit_status == ExitStatus.INTERRUPTED:
+                report = RewardReport(instance_id=instance.instance_id, status=EvalStatus.NOT_GRADED,
+                                      error=f"interrupted ({trajectory.stopped_by}): nothing was scored")
+            else:
+                stage("format and static checks")
+                report = _format_and_static(env, instance, trajectory)
+        except KeyboardInterrupt:  # while launching, or while the patch was checked: recorded as interrupted
+            doing = "launching the environment" if env_spec is None else \
+                "checking the patch" if trajectory.exit_status != ExitStatus.RUNNING else "starting the agent"
+            trajectory = trajectory.model_copy(update={"exit_status": ExitStatus.INTERRUPTED,
+                                                       "stopped_by": trajectory.stopped_by or f"Ctrl-C while {doing}"})
             report = RewardReport(instance_id=instance.instance_id, status=EvalStatus.NOT_GRADED,
-                                  error=f"interrupted ({trajectory.stopped_by}): nothing was scored")
-        else:
-            stage("format and static checks")
-            report = _format_and_static(env, instance, trajectory)
-        result = InstanceResult(
-            instance_id=instance.instance_id, repo=instance.repo, policy=ModelPolicy.name, status=report.status,
-            resolved=False, exit_status=trajectory.exit_status, error=report.error, patch=trajectory.patch, report=report,
-            duration_s=time.monotonic() - start, **spent(trajectory))
-        write_instance_files(files.instance_logs(instance.instance_id), result)
-        files.append_result(result)
+                                  error=f"interrupted while {doing}: nothing was scored")
+            _record_issue(files, instance, trajectory, report, start)
+            raise
+        result = _record_issue(files, instance, trajectory, report, start)
     finally:
         files.release()
     return IssueRun(instance=instance, trajectory=trajectory, report=report, result=result, environment=env.spec)
+
+
+def _record_issue(files: IssueRunDir, instance: TaskInstance, trajectory: Trajectory, report: RewardReport,
+                  start: float) -> InstanceResult:
+    """The run's trajectory, `patch.diff`, result line and SWE-bench files."""
+    _checkpointer(files.trajectory(instance.instance_id))(trajectory)
+    files.patch.write_text(trajectory.patch, encoding="utf-8")
+    result = InstanceResult(
+        instance_id=instance.instance_id, repo=instance.repo, policy=ModelPolicy.name, status=report.status,
+        resolved=False, exit_status=trajectory.exit_status, error=report.error, patch=trajectory.patch, report=report,
+        duration_s=time.monotonic() - start, **spent(trajectory))
+    write_instance_files(files.instance_logs(instance.instance_id), result)
+    files.append_result(result)
+    return result
 
 
 def _issue_environment(instance: TaskInstance, source: Path, out: Path, backend: str, mirror: Path | None,

@@ -97,3 +97,37 @@ def test_ctrl_c_during_dojo_run_keeps_the_steps_and_diff_so_far_and_prints_no_su
     exported = subprocess.run([DOJO, "export", str(out), "--format", "messages"], capture_output=True, text=True, env=ENV,
                               timeout=120, check=False)  # kept out of training data, saying why
     assert exported.returncode == 0 and "interrupted: Ctrl-C (SIGINT) after 1 steps" in exported.stdout, exported.stdout
+
+
+def test_ctrl_c_while_dojo_run_launches_the_environment_is_recorded_as_interrupted(tmp_path: Path) -> None:
+    from swedojo.rundir import RunDir
+    from swedojo.schema import ExitStatus, Trajectory
+
+    repo = tmp_path / "slow"
+    repo.mkdir()
+    (repo / "Makefile").write_text("all:\n\ttrue\ntest:\n\techo validating; sleep 60\n.PHONY: all test\n")
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c"]):
+        subprocess.run(["git", *args], cwd=repo, check=True)
+    out = tmp_path / "run"
+    proc = subprocess.Popen([DOJO, "run", "--repo", str(repo), "--issue-text", "it is slow", "--model", "tiny:glm_moe_dsa",
+                             "--out", str(out), "--backend", "local"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)
+    build_log = out / "environment"
+    deadline = time.monotonic() + 300
+    while proc.poll() is None and "validating" not in "".join(p.read_text() for p in build_log.rglob("build.log")):
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    assert proc.poll() is None, proc.communicate()[0]
+    proc.send_signal(signal.SIGINT)
+    output, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 130, output
+    assert output.splitlines()[-1] == (f"interrupted while launching the environment (RepoLaunch): recorded as "
+                                       f"interrupted, nothing scored; look at it: dojo report {out}"), output
+    [result] = RunDir(out).read_results().values()
+    assert result.exit_status == ExitStatus.INTERRUPTED and result.status.value == "not_graded"
+    assert result.error == "interrupted while launching the environment: nothing was scored"
+    [path] = RunDir(out).trajectory_files()
+    trajectory = Trajectory.model_validate_json(path.read_text())
+    assert trajectory.stopped_by == "Ctrl-C while launching the environment" and not trajectory.steps
+    report = subprocess.run([DOJO, "report", str(out)], capture_output=True, text=True, env=ENV, timeout=120, check=False)
+    assert report.returncode == 0 and "report of 1 instance" in report.stdout, report.stdout + report.stderr
