@@ -365,6 +365,26 @@ class RayExecutor:
             raise
 
 
+class RaySession:
+    """Ray for a long-lived caller (`dojo serve`): joined (or started) once, each `call` one task that
+    the calling thread waits for, left at `close`. Many threads may call at once: each call is a
+    task of its own, queued by Ray on the cluster's CPUs."""
+
+    def __init__(self, address: str | None = None, workers: int = 1) -> None:
+        self._ray = _import_ray()
+        self._started = RayExecutor(address, workers)._connect(self._ray)
+        self._task = self._ray.remote(num_cpus=1, max_retries=RAY_TASK_RETRIES)(run_unit_on_ray_worker)
+
+    def call(self, fn: Callable[[W], R], item: W, paths: list[Path], lost: Callable[[W, str], R]) -> R:
+        """`fn(item)` on a node that sees `paths`; a task Ray gave up on (its node lost, retries spent)
+        is `lost(item, why)`."""
+        return _mapped(self._ray, self._task.remote(fn, item, paths), item, lost)
+
+    def close(self) -> None:
+        if self._started:
+            self._ray.shutdown()
+
+
 def _result(ray: Any, ref: ray.ObjectRef, instance: TaskInstance, work: InstanceWork) -> InstanceResult | None:
     """The task's result; a task Ray gave up on (its retries spent) is the instance's infra_error;
     None for one cancelled at a stop (it has no result)."""

@@ -5,16 +5,25 @@ pool of `max_concurrent` worker threads; its trajectory is written under
 `<root>/<batch id>/trajectories/`, and its token record is built from that file by
 `rewards.export.token_record`, so a record always re-derives from what is on disk. Every
 sandbox a batch opens joins the batch's `SandboxScope`: cancelling the batch stops them all.
+
+On a Ray cluster (`RolloutService(ray=...)`, `dojo serve --executor ray`) each sample's episode and
+grading run as a Ray task on a node of the cluster (`run_sample`, its environment built there from
+the batch's settings), while the service stays the single writer of batches, groups, weight
+versions and samples: the worker thread that launched a sample waits for its task and records it
+as before. The nodes share the service's paths (the batch directories, the mirror), and the model
+must be one they can all reach (a served or provider model; an in-process one is refused). A
+cancelled batch's running tasks finish on their nodes and are not reported.
 """
 
 from __future__ import annotations
 
 import secrets
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
@@ -62,6 +71,7 @@ from swedojo.settings import RunSettings
 from swedojo.tools.registry import UnknownToolSetError
 
 if TYPE_CHECKING:
+    from swedojo.executors import RaySession
     from swedojo.sandboxes.pool import SandboxPool
 
 
@@ -92,11 +102,64 @@ class _Group:
     closed: bool = False
 
 
+@dataclass(frozen=True)
+class SampleWork:
+    """One sample as a Ray task gets it (picklable): what `run_instance` needs, the environment named
+    by the batch's settings and the policy by its model's spec, each made on the node."""
+
+    instance: TaskInstance
+    settings: RunSettings
+    model: str
+    api_key_env: str
+    agent: AgentConfig
+    path: Path
+    seed: int | None
+
+
+_ON_NODE: dict[str, EnvironmentResolver | ModelBackend] = {}
+"""A worker process's resolvers (by the batch settings that make them: its launched environments
+kept) and model clients (by spec), made once."""
+_ON_NODE_LOCK = threading.Lock()
+
+
+def _once(key: str, make: Callable[[], EnvironmentResolver | ModelBackend]) -> Any:
+    with _ON_NODE_LOCK:
+        if key not in _ON_NODE:
+            _ON_NODE[key] = make()
+        return _ON_NODE[key]
+
+
+def run_sample(work: SampleWork) -> InstanceResult:
+    """A sample's episode and grading, on whichever node runs it (`SampleWork`)."""
+    settings = work.settings
+    resolver = _once(settings.model_dump_json(), lambda: settings.resolver(settings.out.parent / "environments"))
+    remote = work.model.startswith(("http://", "https://"))
+    model = _once(f"{work.model}\0{work.api_key_env}",
+                  lambda: load_backend(work.model, **({"api_key_env": work.api_key_env} if remote else {})))
+    rewards = settings.reward_config()
+    baselines = BaselineCache(settings.out / "baselines") if rewards else None
+    return run_instance(work.instance, resolver, ModelPolicy(model, work.agent), work.path, rewards, baselines,
+                        seed=work.seed)
+
+
+def _lost(work: SampleWork, why: str) -> InstanceResult:
+    """A sample whose Ray task was given up on: the harness's failure, refilled as any infra failure."""
+    return _infra_result(work.instance, ModelPolicy.name, why)
+
+
+def _infra_result(instance: TaskInstance, policy: str, error: str) -> InstanceResult:
+    return InstanceResult(
+        instance_id=instance.instance_id, repo=instance.repo, policy=policy, status=EvalStatus.INFRA_ERROR,
+        resolved=False, exit_status=ExitStatus.INFRA_ERROR, error=error,
+        report=RewardReport(instance_id=instance.instance_id, status=EvalStatus.INFRA_ERROR, error=error))
+
+
 @dataclass
 class _Batch:
     batch_id: str
     request: BatchRequest
     directory: Path
+    settings: RunSettings
     resolver: EnvironmentResolver
     policy: ModelPolicy
     rewards: RewardConfig | None
@@ -150,10 +213,12 @@ class RolloutService:
 
     def __init__(self, root: Path, *, backend: str = "local", max_concurrent: int = 4,
                  pool: SandboxPool | None = None, mirror: Path | None = None,
-                 limits: ServiceLimits | None = None) -> None:
+                 limits: ServiceLimits | None = None, ray: RaySession | None = None) -> None:
         """`root`: where each batch's directory goes. `pool`: warm docker sandboxes (the caller closes it).
-        `mirror`: local repos as owner/name for every suite. `limits`: what callers may ask for."""
-        self.root = root
+        `mirror`: local repos as owner/name for every suite. `limits`: what callers may ask for.
+        `ray`: run each sample on that cluster (the caller closes it)."""
+        self.root = root.absolute() if ray else root
+        self.ray = ray
         self.limits = limits or ServiceLimits()
         self.backend = backend
         self.max_concurrent = max(1, max_concurrent)
@@ -190,6 +255,9 @@ class RolloutService:
                                 f"{limits.max_group_size}")
         # Only the operator's endpoints are called: a URL, or a provider's model name (its key is the service's).
         local = request.model.startswith(("tiny:", "scripted:")) or Path(request.model).is_dir()
+        if self.ray and (request.model.startswith("tiny:") or Path(request.model).is_dir()):
+            raise BadBatchError(f"model {request.model!r} runs in this process: the samples of a service on Ray run on the "
+                                "cluster's nodes, which need a served model (an --endpoint)")
         if not local and request.model not in limits.endpoints:
             raise BadBatchError(f"model {request.model!r} is not one of the service's endpoints (dojo serve --endpoint): "
                                 f"{', '.join(limits.endpoints) or 'none'}")
@@ -227,10 +295,11 @@ class RolloutService:
             with self._lock:
                 self._version = max(self._version, request.weight_version)
         directory.mkdir(parents=True)
-        resolver = settings.model_copy(update={"mirror": suite.mirror}).resolver(self.root / "environments", self.pool)
+        settings = settings.model_copy(update={"mirror": suite.mirror})
+        resolver = settings.resolver(self.root / "environments", self.pool)
         rewards = settings.reward_config()
         batch = _Batch(
-            batch_id=batch_id, request=request, directory=directory, resolver=resolver,
+            batch_id=batch_id, request=request, directory=directory, settings=settings, resolver=resolver,
             policy=policy, rewards=rewards,
             baselines=BaselineCache(directory / "baselines") if rewards else None,
             groups={i.instance_id: _Group(instance=i) for i in instances},
@@ -341,18 +410,22 @@ class RolloutService:
             batch.running += 1
         instance = group.instance
         path = batch.directory / "trajectories" / f"{file_name(instance.instance_id)}__s{attempt}.json"
+        seed = batch.request.sampling.seed
+        seed = None if seed is None else derived_seed(seed, instance.instance_id, attempt)
         try:
-            with scoped(batch.scope):
-                seed = batch.request.sampling.seed
-                result = run_instance(instance, batch.resolver, batch.policy, path, batch.rewards, batch.baselines,
-                                      seed=None if seed is None else derived_seed(seed, instance.instance_id, attempt))
+            if self.ray:
+                work = SampleWork(instance=instance, settings=batch.settings, model=batch.request.model,
+                                  api_key_env=self.limits.api_key_env, agent=batch.policy.config, path=path, seed=seed)
+                shared = [batch.directory, *([batch.settings.mirror] if batch.settings.mirror else [])]
+                result = self.ray.call(run_sample, work, shared, _lost)
+            else:
+                with scoped(batch.scope):
+                    result = run_instance(instance, batch.resolver, batch.policy, path, batch.rewards, batch.baselines,
+                                          seed=seed)
         except Exception as exc:  # noqa: BLE001 (the harness failed, e.g. the trajectory could not be written)
-            error = f"harness: {type(exc).__name__}: {exc}".splitlines()[0]
-            result = InstanceResult(
-                instance_id=instance.instance_id, repo=instance.repo, policy=batch.policy.name,
-                status=EvalStatus.INFRA_ERROR, resolved=False, exit_status=ExitStatus.INFRA_ERROR, error=error,
-                report=RewardReport(instance_id=instance.instance_id, status=EvalStatus.INFRA_ERROR, error=error),
-            )
+            cause = getattr(exc, "cause", None) or exc  # a Ray task's own exception
+            result = _infra_result(instance, batch.policy.name,
+                                   f"harness: {type(cause).__name__}: {cause}".splitlines()[0])
         sample = self._sample(batch, result, path, start, self._version)
         with batch.cond:
             if batch.state != BatchState.RUNNING:

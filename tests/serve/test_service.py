@@ -276,3 +276,9 @@ def test_a_batch_past_the_samples_queued_over_all_batches_is_refused(serve, tmp_
 def test_dojo_serve_is_a_command():
     result = CliRunner().invoke(app, ["serve", "--help"])
     assert result.exit_code == 0 and "--max-concurrent" in result.output and "/openapi.json" in result.output
+
+
+def test_dojo_serve_names_a_wrong_executor_in_one_line():
+    for args, said in [(["--executor", "slurm"], "--executor 'slurm'"), (["--address", "127.0.0.1:1"], "--address")]:
+        result = CliRunner().invoke(app, ["serve", *args])
+        assert result.exit_code == 2 and said in result.output and "choose local, or ray" in result.output, result.output
