@@ -82,6 +82,9 @@ class RepoAnalysis(BaseModel):
     documentation_off: list[str] = Field(default_factory=list)
     """Options of the configure step that turn the project's documentation off (`--disable-docs`,
     `-DBUILD_DOCS=OFF`), read from its build files: used when a step fails on a documentation tool."""
+    tests_on: list[str] = Field(default_factory=list)
+    """Options of the configure step that turn the project's tests on (`-DFOO_BUILD_TESTS=ON`,
+    `-Dtests=true`, `--enable-tests`), read from its build files: used when the runner finds no test."""
     test_command: str = ""
     """Runs the whole suite; test ids may be appended."""
     log_parser: str = ""

@@ -143,3 +143,29 @@ def test_what_only_the_documentation_needs_is_configured_off(make_repo, tmp_path
     assert spec.rebuild_commands[0] == "autoreconf -fi && ./configure --disable-docs && make -j2"
     assert len(spec.attempts) == 1 and "ronn-of-the-manual" in (tmp_path / "out" / "build.log").read_text()
     assert "trying again with documentation off" in (tmp_path / "out" / "build.log").read_text()
+
+
+TESTS_OFF_BY_DEFAULT = {
+    # ctest finds no test unless the project's own option turns them on
+    "CMakeLists.txt": "cmake_minimum_required(VERSION 3.10)\nproject(calc C)\n"
+                      "option(CALC_BUILD_TESTS \"Build the tests\" OFF)\noption(CALC_TESTS_COVERAGE \"gcov\" OFF)\n"
+                      "add_library(calc calc.c)\nif(CALC_BUILD_TESTS)\n  enable_testing()\n"
+                      "  add_executable(adds adds.c)\n  target_link_libraries(adds calc)\n  add_test(NAME adds COMMAND adds)\n"
+                      "endif()\nif(CALC_TESTS_COVERAGE)\n  message(FATAL_ERROR \"coverage needs gcovr\")\nendif()\n",
+    "calc.c": "int add(int a, int b) { return a + b; }\n",
+    "adds.c": "int add(int a, int b);\nint main(void) { return add(1, 2) == 3 ? 0 : 1; }\n",
+}
+
+
+@pytest.mark.parametrize("backend", [pytest.param("local", marks=pytest.mark.tools("cmake", "gcc")),
+                                     pytest.param("docker", marks=pytest.mark.docker)])
+def test_tests_behind_an_option_are_turned_on_when_the_runner_finds_none(make_repo, tmp_path: Path, env_cache: Path,
+                                                                        backend: str) -> None:
+    spec = launch(str(make_repo("optional-tests", TESTS_OFF_BY_DEFAULT, DATE)), tmp_path / "out", backend=backend,
+                  cache_dir=env_cache / "envs")
+    assert spec.test_status == {"adds": TestStatus.PASSED}
+    assert spec.rebuild_commands[0].startswith("cmake -S . -B build -DCALC_BUILD_TESTS=ON -DCMAKE_BUILD_TYPE=Debug")
+    assert "COVERAGE" not in spec.rebuild_commands[0]  # only an option whose name ends in its tests
+    log = (tmp_path / "out" / "build.log").read_text()
+    assert len(spec.attempts) == 1 and "gave no test results" in spec.attempts[0], spec.attempts
+    assert "No tests were found" in log and "trying again with tests on" in log

@@ -37,7 +37,16 @@ _DOC_FAILURE = re.compile(r"^.*(?:error|not found|no such file|missing).*\b(?:do
                           r"|asciidoctor|ronn|sphinx(?:-build)?|doxygen|xsltproc|docbook|pandoc|makeinfo|texinfo|help2man"
                           r"|gtk-doc)\b.*$", re.IGNORECASE | re.MULTILINE)
 """A failed step's line that blames something only documentation needs."""
+_TEST_NAME = r"(?:[\w-]*[-_])?(?:tests?|testing|unit[-_]?tests?)"
+"""An option that builds the tests: `BUILD_TESTING`, `FOO_BUILD_TESTS`, `ENABLE_TESTS`, `tests`, not
+`FOO_TESTS_COVERAGE` (its name must end there)."""
+_AUTOCONF_TESTS = re.compile(rf"AC_ARG_(ENABLE|WITH)\(\s*\[?({_TEST_NAME})\]?\s*,", re.IGNORECASE)
+_CMAKE_TESTS = re.compile(rf"option\(\s*({_TEST_NAME})\s", re.IGNORECASE)
+_MESON_TESTS = re.compile(rf"option\(\s*'({_TEST_NAME})'\s*,\s*type\s*:\s*'(boolean|feature)'", re.IGNORECASE)
+_NO_TESTS = re.compile(r"^.*(?:No tests were found|No tests defined).*$", re.MULTILINE)
+"""ctest's and meson's words for a build that registered no test."""
 DOCUMENTATION_OFF = "documentation off"
+TESTS_ON = "tests on"
 CONFIGURE_STEPS = {"autotools": "./configure", "cmake": "cmake -S . -B build", "meson": "meson setup build"}
 """The configure command of each build system's repo layer, where options go."""
 
@@ -52,6 +61,19 @@ def _documentation_off(root: Path, build_system: str) -> list[str]:
     if build_system == "meson":
         text = read_text(root / "meson_options.txt") + read_text(root / "meson.options")
         return [f"-D{name}={'false' if kind == 'boolean' else 'disabled'}" for name, kind in _MESON_DOCS.findall(text)]
+    return []
+
+
+def _tests_on(root: Path, build_system: str) -> list[str]:
+    """The options that turn the tests on, as the project's build files declare them."""
+    if build_system == "autotools":
+        return [f"--enable-{name}" if kind.upper() == "ENABLE" else f"--with-{name}"
+                for kind, name in _AUTOCONF_TESTS.findall(read_text(root / "configure.ac"))]
+    if build_system == "cmake":
+        return [f"-D{name}=ON" for name in _CMAKE_TESTS.findall(read_text(root / "CMakeLists.txt"))]
+    if build_system == "meson":
+        text = read_text(root / "meson_options.txt") + read_text(root / "meson.options")
+        return [f"-D{name}={'true' if kind == 'boolean' else 'enabled'}" for name, kind in _MESON_TESTS.findall(text)]
     return []
 
 
@@ -85,6 +107,9 @@ class NativeRecipe(LanguageRecipe):
         out.documentation_off = _documentation_off(root, out.build_system)
         if out.documentation_off:
             out.note(out.dependency_files[0], f"documentation can be turned off: {' '.join(out.documentation_off)}")
+        out.tests_on = _tests_on(root, out.build_system)
+        if out.tests_on:
+            out.note(out.dependency_files[0], f"tests can be turned on: {' '.join(out.tests_on)}")
         return out
 
     def _analyse(self, root: Path) -> RepoAnalysis:
@@ -127,16 +152,19 @@ class NativeRecipe(LanguageRecipe):
         return out
 
     def adaptations(self, analysis: RepoAnalysis, said: str) -> list[Adaptation]:
-        """What only documentation needs is configured off before any tool is installed for it."""
+        """What only documentation needs is configured off before any tool is installed for it; a
+        runner that found no test gets the project's test options turned on."""
         found = _DOC_FAILURE.search(said) if analysis.documentation_off else None
         first = [Adaptation(name=DOCUMENTATION_OFF, cause=found.group(0).strip())] if found else []
+        if analysis.tests_on and (none := _NO_TESTS.search(said)):
+            first.append(Adaptation(name=TESTS_ON, cause=none.group(0).strip()))
         return first + super().adaptations(analysis, said)
 
     def adapt(self, analysis: RepoAnalysis, adaptation: Adaptation) -> RepoAnalysis:
-        if adaptation.name == DOCUMENTATION_OFF and (step := CONFIGURE_STEPS.get(analysis.build_system)):
-            options = " ".join(analysis.documentation_off)
+        options = {DOCUMENTATION_OFF: analysis.documentation_off, TESTS_ON: analysis.tests_on}.get(adaptation.name)
+        if options and (step := CONFIGURE_STEPS.get(analysis.build_system)):
             analysis = analysis.model_copy(update={"rebuild_commands": [
-                command.replace(step, f"{step} {options}", 1) for command in analysis.rebuild_commands]})
+                command.replace(step, f"{step} {' '.join(options)}", 1) for command in analysis.rebuild_commands]})
         return super().adapt(analysis, adaptation)
 
     def docker_runtime(self, analysis: RepoAnalysis) -> tuple[str, str]:
