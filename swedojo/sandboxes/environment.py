@@ -33,8 +33,8 @@ def prepare(sandbox: Sandbox, spec: EnvSpec, timeout: float | None = None,
 
     Every sandbox needs it (the agent's and the grader's): its work tree is a fresh checkout. Where
     the image kept the layer's outputs (`prebuilt`), they come first: a compiled project's layer
-    then builds only what differs, and a layer that writes only the tree is not run at all. Each step runs as long as it makes progress
-    (`steps.run_step`), at most `timeout` seconds.
+    then builds only what differs, and a layer that writes only the tree is not run at all. Each
+    step runs as long as it makes progress (`steps.run_step`), at most `timeout` seconds.
     """
     if prebuilt.kept(spec):
         restored = run_step(sandbox, prebuilt.RESTORE, cap_s=timeout or CAP_S)
