@@ -38,7 +38,9 @@ def _eval(policy: str, suite: Path, mirror: Path, out: Path, extra: list[str]) -
     command = [sys.executable, "-m", "swedojo.cli", "eval", "--suite", str(suite), "--policy", policy,
                "--backend", "docker", "--mirror", str(mirror), "--rewards", "resolved", "--out", str(out), *extra]
     print("$", " ".join(command), flush=True)
-    subprocess.run(command, check=False)
+    code = subprocess.run(command, check=False).returncode
+    if code not in (0, 1):  # 1: it ran, and some instances ended in infra_error (counted in the figures)
+        sys.exit(f"`dojo eval --policy {policy}` exited {code}: it did not run, so there is no figure to report")
     return time.monotonic() - start
 
 
