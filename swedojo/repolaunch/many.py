@@ -12,7 +12,6 @@ and wherever they ran.
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from collections.abc import Callable, Iterable
@@ -23,6 +22,7 @@ from pydantic import BaseModel
 from swedojo.errors import BadInputError
 from swedojo.repolaunch.errors import LaunchError
 from swedojo.repolaunch.launch import launch
+from swedojo.rundir import write_atomic
 
 
 class LaunchUnit(BaseModel):
@@ -146,7 +146,8 @@ def run_launch(unit: LaunchUnit) -> LaunchState:
     except LaunchError as exc:
         state = state.model_copy(update={"done": False, "error": f"{exc.stage}: {exc.message}"})
     state = state.model_copy(update={"runs": state.runs + 1, "seconds": round(time.monotonic() - start, 1)})
-    _write_atomically(unit.state_path, state.model_dump_json(indent=1))
+    unit.out.mkdir(parents=True, exist_ok=True)  # a launch refused before it made its directory
+    write_atomic(unit.state_path, state.model_dump_json(indent=1))
     return state
 
 
@@ -166,12 +167,6 @@ def launch_many(units: list[LaunchUnit], out: Path, runner: LaunchRunner = run_h
         if on_state:
             on_state(state)
     report = LaunchesReport(units=[read_state(u) for u in units])
-    _write_atomically(out / "launches.json", report.model_dump_json(indent=1))
+    write_atomic(out / "launches.json", report.model_dump_json(indent=1))
     return report
 
-
-def _write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    tmp.replace(path)

@@ -51,30 +51,30 @@ CONFIGURE_STEPS = {"autotools": "./configure", "cmake": "cmake -S . -B build", "
 """The configure command of each build system's repo layer, where options go."""
 
 
-def _documentation_off(root: Path, build_system: str) -> list[str]:
-    """The options that turn documentation off, as the project's build files declare them."""
+def _options(root: Path, build_system: str, on: bool, autoconf: re.Pattern[str], cmake: re.Pattern[str],
+             meson: re.Pattern[str]) -> list[str]:
+    """The configure options that turn on (or off) what the patterns name, as the project's build
+    files declare them."""
     if build_system == "autotools":
-        return [f"--disable-{name}" if kind.upper() == "ENABLE" else f"--without-{name}"
-                for kind, name in _AUTOCONF_DOCS.findall(read_text(root / "configure.ac"))]
+        flags = {"ENABLE": ("--enable-", "--disable-"), "WITH": ("--with-", "--without-")}
+        return [f"{flags[kind.upper()][0 if on else 1]}{name}" for kind, name in autoconf.findall(read_text(root / "configure.ac"))]
     if build_system == "cmake":
-        return [f"-D{name}=OFF" for name in _CMAKE_DOCS.findall(read_text(root / "CMakeLists.txt"))]
+        return [f"-D{name}={'ON' if on else 'OFF'}" for name in cmake.findall(read_text(root / "CMakeLists.txt"))]
     if build_system == "meson":
         text = read_text(root / "meson_options.txt") + read_text(root / "meson.options")
-        return [f"-D{name}={'false' if kind == 'boolean' else 'disabled'}" for name, kind in _MESON_DOCS.findall(text)]
+        values = {"boolean": ("true", "false"), "feature": ("enabled", "disabled")}
+        return [f"-D{name}={values[kind.lower()][0 if on else 1]}" for name, kind in meson.findall(text)]
     return []
+
+
+def _documentation_off(root: Path, build_system: str) -> list[str]:
+    """The options that turn documentation off, as the project's build files declare them."""
+    return _options(root, build_system, False, _AUTOCONF_DOCS, _CMAKE_DOCS, _MESON_DOCS)
 
 
 def _tests_on(root: Path, build_system: str) -> list[str]:
     """The options that turn the tests on, as the project's build files declare them."""
-    if build_system == "autotools":
-        return [f"--enable-{name}" if kind.upper() == "ENABLE" else f"--with-{name}"
-                for kind, name in _AUTOCONF_TESTS.findall(read_text(root / "configure.ac"))]
-    if build_system == "cmake":
-        return [f"-D{name}=ON" for name in _CMAKE_TESTS.findall(read_text(root / "CMakeLists.txt"))]
-    if build_system == "meson":
-        text = read_text(root / "meson_options.txt") + read_text(root / "meson.options")
-        return [f"-D{name}={'true' if kind == 'boolean' else 'enabled'}" for name, kind in _MESON_TESTS.findall(text)]
-    return []
+    return _options(root, build_system, True, _AUTOCONF_TESTS, _CMAKE_TESTS, _MESON_TESTS)
 
 
 def _c_language(root: Path) -> str:
