@@ -210,25 +210,18 @@ def plan(spec: EnvSpec, analysis: RepoAnalysis, checkout: Path, log: BuildLog) -
 
 # --- building -----------------------------------------------------------------------------------
 
-def _add_text(tar: tarfile.TarFile, name: str, text: str, mode: int = 0o644) -> None:
-    data = text.encode()
-    info = tarfile.TarInfo(name)
-    info.size, info.mode, info.mtime = len(data), mode, 0
-    tar.addfile(info, io.BytesIO(data))
-
-
 def _context(name: str, spec: EnvSpec, checkout: Path, out: IO[bytes]) -> None:
     """The build context of layer `name` as a tar written to `out`."""
     dockerfile = {"runtime": runtime_dockerfile, "deps": deps_dockerfile, "repo": repo_dockerfile}[name](spec)
     with tarfile.open(fileobj=out, mode="w") as tar:
-        _add_text(tar, "Dockerfile", dockerfile)
+        image_store.add_text(tar, "Dockerfile", dockerfile)
         if name == "deps":
             tar.add(checkout, arcname=SRC.lstrip("/"))
             for path, content in recipe_for(spec.language).image_files(ENV_ROOT, spec.runtime_version).items():
                 if isinstance(content, Path):
                     tar.add(content, arcname=path)
                 else:
-                    _add_text(tar, path, content, 0o755)
+                    image_store.add_text(tar, path, content, 0o755)
         elif name == "repo":
             tar.add(checkout, arcname="testbed")
     out.seek(0)

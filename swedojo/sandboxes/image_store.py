@@ -180,10 +180,11 @@ def save(tag: str, store: Path) -> SaveResult:
     return SaveResult(tag=tag, layers=len(order), new_layers=new, new_bytes=added)
 
 
-def _add_text(tar: tarfile.TarFile, name: str, text: str) -> None:
+def add_text(tar: tarfile.TarFile, name: str, text: str, mode: int = 0o644) -> None:
+    """A file of `text` in `tar`, dated 0 (the same bytes make the same archive)."""
     data = text.encode()
     info = tarfile.TarInfo(name)
-    info.size = len(data)
+    info.size, info.mode, info.mtime = len(data), mode, 0
     tar.addfile(info, io.BytesIO(data))
 
 
@@ -199,11 +200,11 @@ def load(tag: str, store: Path) -> bool:
     with tempfile.TemporaryFile(prefix="swedojo-load-") as tmp:
         with tarfile.open(fileobj=tmp, mode="w") as tar:
             for layer, blob in zip(record.layers, blobs, strict=True):
-                _add_text(tar, f"{layer.dir}/VERSION", layer.version)
-                _add_text(tar, f"{layer.dir}/json", layer.json_text)
+                add_text(tar, f"{layer.dir}/VERSION", layer.version)
+                add_text(tar, f"{layer.dir}/json", layer.json_text)
                 tar.add(blob, arcname=f"{layer.dir}/layer.tar")
-            _add_text(tar, record.config_name, record.config)
-            _add_text(tar, "manifest.json", json.dumps([{"Config": record.config_name, "RepoTags": [tag],
+            add_text(tar, record.config_name, record.config)
+            add_text(tar, "manifest.json", json.dumps([{"Config": record.config_name, "RepoTags": [tag],
                                                          "Layers": [f"{layer.dir}/layer.tar" for layer in record.layers]}]))
         tmp.seek(0)
         for said in api().load_image(tmp):
