@@ -1,26 +1,41 @@
-"""Evaluation throughput (instances per minute) by executor: local threads at 1 and 2 workers, and
-Ray at 1 and 2 worker nodes, in one run.
+"""Throughput by executor, one machine against a Ray cluster of one and two nodes, in one run: the
+evaluation (instances per minute), generation over several real repositories (tasks per minute),
+launches of a list (launches per minute) and the rollout service (samples per minute).
 
-The bundled demo suite with the gold policy on the local sandbox backend, every reward tier
-scored (`dojo eval`'s default), its tasks repeated `--repeat` times under distinct ids so that a
-configuration runs long enough to measure. Each configuration evaluates the same instances into a
-fresh run directory and must resolve every one (exit 1 otherwise).
+- eval: the bundled demo suite with the gold policy on the local sandbox backend, every reward tier
+  scored (`dojo eval`'s default), its tasks repeated `--repeat` times under distinct ids; local
+  threads at 1 and 2 workers, then Ray. Every instance must resolve (exit 1 otherwise).
+- gen: `dojo gen --from mutations` over `--gen-repos` (small real repositories, mirrored under
+  `--mirror` as owner/name; without them this part is not measured and says so), one unit per
+  repository, each evaluating `--candidates` candidates one at a time on the local backend. Units
+  run one after another here (`local`), or a Ray task each. An untimed first pass launches their
+  environments (cached by their layers), so every timed pass pays the same launch: its validation
+  run. The same seed must give the same suite in every configuration (exit 1 otherwise).
+- launch: `dojo launch --repos` of the same repositories at HEAD (environments cached: each
+  launch's time is its validation), one after another here or a Ray task each.
+- service: a rollout service (`RolloutService`, as `dojo serve` runs it) rolling out `--samples`
+  samples of a small task made here, with a scripted served policy that fixes it; up to four in
+  flight. Its samples run in this process (`local`), or as Ray tasks on the cluster's nodes
+  (`dojo serve --executor ray`). Every sample must resolve.
 
-Ray: a cluster started here on loopback (`tests/raycluster.py`): a head with no CPU, which runs
-no instance, and worker nodes of one CPU each (one instance at a time each, as one local worker);
-the driver is this process. The second node joins after the first configuration. A Ray
-configuration's time includes its workers' start (a Python process per node, importing swedojo),
-which a run pays once; the cluster's own start is not counted. The machine is shared: the load
-average is printed with each figure. The last line is `RESULT key=value ...`.
+Ray: a cluster started here on loopback (`tests/raycluster.py`): a head with no CPU, which runs no
+work, and worker nodes of one CPU each (one unit of work at a time each, as one local worker); the
+driver is this process. The second node joins after every part has run on the first. A Ray
+configuration's time includes its workers' start, which a run pays once; the cluster's own start is
+not counted. On a machine with two cores the two nodes share them with the driver, so the ratio of
+two nodes to one is bounded by what two local workers give (`eval local_2_over_1`, the same run).
+The load average is printed with each figure. The last line is `RESULT key=value ...`.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,60 +43,169 @@ import ray
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from raycluster import RayCluster
+from taskrepo import make_task_repo
 
+from swedojo.datasets.gen.many import GenUnit, ManyResult, generate_many, plan_units
+from swedojo.datasets.gen.settings import GenSettings
 from swedojo.datasets.registry import load_suite
 from swedojo.evaluate import evaluate
+from swedojo.executors import RaySession, gen_unit_runner, launch_unit_runner
+from swedojo.repolaunch.many import launch_many, plan_launches
+from swedojo.schema import ToolCall
+from swedojo.serve.api import BatchRequest
+from swedojo.serve.service import RolloutService
 from swedojo.settings import RunSettings
+from swedojo.tools.formats import get_format
+
+GEN_REPOS = "kjd/idna,pytest-dev/pluggy,PyCQA/pyflakes,Python-Markdown/markdown"
+"""Small real repositories with quick suites, none of them in the realrepos held-out third."""
+FIX = {"command": "str_replace", "path": "calc.py", "old_str": "        return low\n    return value",
+       "new_str": "        return low\n    if value > high:\n        return high\n    return value"}
+"""The fix of the task `tests/taskrepo.make_task_repo` makes."""
 
 
 def _load() -> str:
     return "/".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def _measure(name: str, suite: RunSettings, root: Path, **executor: Any) -> float:
-    """Instances per minute of one `evaluate` of the `suite` settings' instances with `executor`'s settings."""
+def _timed(part: str, name: str, unit: str, run: Callable[..., int], *args: Any, **kwargs: Any) -> float:
+    """Per-minute rate of `run(name, *args, **kwargs)`, which returns how many `unit`s it made."""
     started = time.monotonic()
-    summary = evaluate(suite.model_copy(update={"out": root / name, **executor}).prepare())
+    count = run(name, *args, **kwargs)
     seconds = time.monotonic() - started
-    instances = summary.total
-    if summary.resolved != instances:
-        sys.exit(f"{name}: gold resolved {summary.resolved}/{instances}: {summary.counts}")
-    rate = instances / seconds * 60
-    print(f"{name:8} {instances} instances in {seconds:6.1f} s: {rate:6.1f} instances/min  (load {_load()})",
-          flush=True)
+    rate = count / seconds * 60
+    print(f"{part:8} {name:8} {count:3} {unit} in {seconds:6.1f} s: {rate:6.1f} {unit}/min  (load {_load()})", flush=True)
     return rate
+
+
+class Parts:
+    """Each part's work, run at any executor into a directory of its own."""
+
+    def __init__(self, root: Path, repeat: int, mirror: Path | None, gen_repos: list[str], candidates: int,
+                 samples: int) -> None:
+        self.root = root
+        suite = load_suite("demo")
+        instances = [task.model_copy(update={"instance_id": f"{task.instance_id}-r{n}"})
+                     for n in range(repeat) for task in suite.loaded.instances]
+        (root / "suite.jsonl").write_text("".join(i.model_dump_json() + "\n" for i in instances))
+        self.eval_settings = RunSettings(suite=str(root / "suite.jsonl"), mirror=suite.mirror, launch=False, out=root)
+        self.mirror = mirror
+        self.gen_repos = gen_repos
+        self.gen_settings = GenSettings(out=root, seed=0, max_tasks=candidates, max_candidates=candidates, workers=1,
+                                        backend="local", pool=0)
+        self.suites: dict[str, list[str]] = {}
+        self.samples = samples
+        self.task_mirror, task = make_task_repo(root / "task-mirror")
+        groups = (samples + 1) // 2
+        tasks = [task.model_copy(update={"instance_id": f"owner__calc-{n + 1}"}) for n in range(groups)]
+        (root / "calc-suite.jsonl").write_text("".join(t.model_dump_json() + "\n" for t in tasks))
+        glm = get_format("glm")
+        script = [{"content": glm.render_calls([ToolCall(name="str_replace_editor", arguments=FIX)])},
+                  {"content": glm.render_calls([ToolCall(name="submit", arguments={})])}]
+        (root / "fix.json").write_text(json.dumps(script))
+
+    def eval(self, name: str, **executor: Any) -> int:
+        summary = evaluate(self.eval_settings.model_copy(update={"out": self.root / f"eval-{name}", **executor}).prepare())
+        if summary.resolved != summary.total:
+            sys.exit(f"eval {name}: gold resolved {summary.resolved}/{summary.total}: {summary.counts}")
+        return summary.total
+
+    def prime(self) -> None:
+        """Launch the gen repositories' environments, untimed: every later pass finds them cached."""
+        out = self.root / "gen-prime"
+        settings = self.gen_settings.model_copy(update={"out": out, "max_candidates": 1})
+        self._gen_units("prime", plan_units(self.gen_repos, "mutations", settings, self.mirror), out, "local", None)
+
+    def gen(self, name: str, executor: str = "local", address: str | None = None) -> int:
+        out = self.root / f"gen-{name}"
+        units = plan_units(self.gen_repos, "mutations", self.gen_settings.model_copy(update={"out": out}), self.mirror)
+        result = self._gen_units(name, units, out, executor, address)
+        self.suites[name] = sorted(t.instance_id for t in result.instances)
+        if self.suites[name] != next(iter(self.suites.values())):
+            sys.exit(f"gen {name}: another suite than the first configuration's, from the same seed")
+        return len(result.instances)
+
+    def _gen_units(self, name: str, units: list[GenUnit], out: Path, executor: str, address: str | None) -> ManyResult:
+        result = generate_many(units, out, gen_unit_runner(executor, address))
+        failed = [f"{u.name}: {u.error}" for u in result.units if u.error]
+        if failed:
+            sys.exit(f"gen {name}: units failed: {'; '.join(failed)}")
+        return result
+
+    def launch(self, name: str, executor: str = "local", address: str | None = None) -> int:
+        out = self.root / f"launch-{name}"
+        units = plan_launches([(repo, "") for repo in self.gen_repos], out, "local", self.mirror)
+        report = launch_many(units, out, launch_unit_runner(executor, address))
+        failed = [f"{u.unit}: {u.error}" for u in report.units if not u.done]
+        if failed:
+            sys.exit(f"launch {name}: launches failed: {'; '.join(failed)}")
+        return len(report.units)
+
+    def service(self, name: str, session: RaySession | None = None) -> int:
+        service = RolloutService(self.root / f"service-{name}", max_concurrent=4, mirror=self.task_mirror, ray=session)
+        try:
+            batch = service.submit(BatchRequest(suite=str(self.root / "calc-suite.jsonl"), group_size=2, launch=False,
+                                                model=f"scripted:{self.root / 'fix.json'}", rewards="resolved"))
+            while (report := service.report(batch.batch_id)).state == "running":
+                time.sleep(0.1)
+            samples = [s for g in service.groups(batch.batch_id).groups for s in g.samples]  # done: one page holds all
+        finally:
+            service.close()
+            if session:
+                session.close()
+        resolved = sum(s.status == "resolved" for s in samples)
+        if report.state != "finished" or resolved != len(samples) or report.infra_failures:
+            sys.exit(f"service {name}: {report.state}, {resolved}/{len(samples)} samples resolved, "
+                     f"{report.infra_failures} infra failures")
+        return len(samples)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3, help="Times each demo task is evaluated (distinct ids).")
+    parser.add_argument("--mirror", type=Path, default=os.environ.get("SWEDOJO_MIRROR"),
+                        help="Local repositories as owner/name, for gen and launch (default: $SWEDOJO_MIRROR).")
+    parser.add_argument("--gen-repos", default=GEN_REPOS, help="Repositories for gen and launch (owner/name, comma-separated).")
+    parser.add_argument("--candidates", type=int, default=6, help="Candidates each gen unit evaluates.")
+    parser.add_argument("--samples", type=int, default=16, help="Samples the service rolls out (groups of two).")
     args = parser.parse_args()
 
-    suite = load_suite("demo")
-    instances = [task.model_copy(update={"instance_id": f"{task.instance_id}-r{n}"})
-                 for n in range(args.repeat) for task in suite.loaded.instances]
-    print(f"{len(instances)} instances ({len(suite.loaded.instances)} demo tasks x {args.repeat}), gold policy, local "
-          f"backend, every tier; {os.cpu_count()} cores, load {_load()}", flush=True)
+    repos = args.gen_repos.split(",")
+    missing = [r for r in repos if args.mirror is None or not (args.mirror / r).is_dir()]
+    if missing:
+        print(f"gen and launch not measured: no local mirror of {', '.join(missing)} (--mirror DIR with DIR/owner/name)")
+    print(f"{os.cpu_count()} cores, load {_load()}", flush=True)
     rates: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="eval-scale-") as tmp:
-        root = Path(tmp)
-        (root / "suite.jsonl").write_text("".join(i.model_dump_json() + "\n" for i in instances))
-        settings = RunSettings(suite=str(root / "suite.jsonl"), mirror=suite.mirror, launch=False, out=root)
+        parts = Parts(Path(tmp), args.repeat, args.mirror, repos, args.candidates, args.samples)
+        measured = ["eval", "service"] + ([] if missing else ["gen", "launch"])
+        units = {"eval": "instances", "gen": "tasks", "launch": "launches", "service": "samples"}
+        if not missing:
+            parts.prime()
         for workers in (1, 2):
-            rates[f"local_{workers}"] = _measure(f"local_{workers}", settings, root, workers=workers)
+            rates[f"eval_local_{workers}"] = _timed("eval", f"local_{workers}", "instances", parts.eval, workers=workers)
+        for part in measured[1:]:
+            rates[f"{part}_local"] = _timed(part, "local", units[part], getattr(parts, part))
         with RayCluster(head_cpus=0) as cluster:
             cluster.connect(ray)
             try:
                 for nodes in (1, 2):
                     cluster.add_node(f"node{nodes}", cpus=1, ip=f"127.0.0.{nodes + 1}")
                     cluster.wait_for(ray, alive=nodes + 1)
-                    rates[f"ray_{nodes}"] = _measure(f"ray_{nodes}", settings, root, executor="ray",
-                                                     address=cluster.address)
+                    name = f"ray_{nodes}"
+                    rates[f"eval_{name}"] = _timed("eval", name, "instances", parts.eval, executor="ray",
+                                                   address=cluster.address)
+                    rates[f"service_{name}"] = _timed("service", name, "samples", parts.service,
+                                                      RaySession(cluster.address))
+                    for part in measured[2:]:
+                        rates[f"{part}_{name}"] = _timed(part, name, units[part], getattr(parts, part), "ray",
+                                                         cluster.address)
             finally:
                 ray.shutdown()
-    figures = " ".join(f"{key}={rate:.1f}" for key, rate in rates.items())
-    print(f"RESULT instances={len(instances)} {figures} ray_2_over_1={rates['ray_2'] / rates['ray_1']:.2f} "
-          f"local_2_over_1={rates['local_2'] / rates['local_1']:.2f} load1={os.getloadavg()[0]:.2f} cores={os.cpu_count()}")
+    ratios = {f"{part}_ray_2_over_1": rates[f"{part}_ray_2"] / rates[f"{part}_ray_1"] for part in measured}
+    figures = " ".join(f"{key}={value:.2f}" for key, value in {**rates, **ratios}.items())
+    print(f"RESULT {figures} eval_local_2_over_1={rates['eval_local_2'] / rates['eval_local_1']:.2f} "
+          f"gen={'measured' if not missing else 'not_measured'} load1={os.getloadavg()[0]:.2f} cores={os.cpu_count()}")
 
 
 if __name__ == "__main__":

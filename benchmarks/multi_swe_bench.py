@@ -9,7 +9,7 @@ Runs `dojo eval --policy gold` (environments built: cold), then `--policy empty`
 and reports per repository the resolved counts, listed test names that matched no test of our
 parser's log (`unmatched_tests`), environments built and reused, median build and grading time, and
 every instance gold does not resolve with its reason. `--per-repo N` takes the first N instances of
-each repository. Last line: `RESULT ...`.
+each repository, after the first `--skip K` (a long suite measured in parts). Last line: `RESULT ...`.
 """
 
 from __future__ import annotations
@@ -38,6 +38,8 @@ def main() -> int:
     parser.add_argument("--mirror", type=Path, default=os.environ.get("SWEDOJO_MSB_MIRROR"))
     parser.add_argument("--out", type=Path, default=Path("runs") / f"msb-{time.strftime('%Y%m%d-%H%M%S')}")
     parser.add_argument("--per-repo", type=int, default=0, help="Only the first N instances of each repository.")
+    parser.add_argument("--skip", type=int, default=0,
+                        help="Leave out the first N instances of each repository (before --per-repo counts).")
     parser.add_argument("--repos", default="", help="Only these repositories (owner/name, comma-separated).")
     parser.add_argument("--workers", type=int, default=1)
     args = parser.parse_args()
@@ -45,6 +47,7 @@ def main() -> int:
     for file in sorted(args.data.glob("*.jsonl")) if args.data.is_dir() else []:
         rows = [json.loads(line) for line in file.read_text().splitlines() if line.strip()]
         rows = [r for r in rows if not args.repos or f"{r['org']}/{r['repo']}" in args.repos.split(",")]
+        rows = rows[args.skip:]
         records += rows[:args.per_repo] if args.per_repo else rows
     repos = sorted({f"{r['org']}/{r['repo']}" for r in records})
     missing = [r for r in repos if args.mirror is None or not (args.mirror / r).exists()]
