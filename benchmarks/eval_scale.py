@@ -13,10 +13,12 @@ launches of a list (launches per minute) and the rollout service (samples per mi
   run. The same seed must give the same suite in every configuration (exit 1 otherwise).
 - launch: `dojo launch --repos` of the same repositories at HEAD (environments cached: each
   launch's time is its validation), one after another here or a Ray task each.
-- service: a rollout service (`RolloutService`, as `dojo serve` runs it) rolling out `--samples`
-  samples of a small task made here, with a scripted served policy that fixes it; up to four in
-  flight. Its samples run in this process (`local`), or as Ray tasks on the cluster's nodes
-  (`dojo serve --executor ray`). Every sample must resolve.
+- service: a rollout service (`RolloutService`, as `dojo serve` runs it) rolling out groups of
+  `--group-size` samples of every demo task, with a scripted policy that runs the task's tests
+  (`run_tests`), adds a file and submits, graded on every reward tier: an RL sample's sandbox work
+  without a model's (the model is the trainer's engine, elsewhere); up to four in flight. Its samples run in
+  this process (`local`), or as Ray tasks on the cluster's nodes (`dojo serve --executor ray`).
+  Every sample must be graded (no infrastructure failure, no group dropped).
 
 Ray: a cluster started here on loopback (`tests/raycluster.py`): a head with no CPU, which runs no
 work, and worker nodes of one CPU each (one unit of work at a time each, as one local worker); the
@@ -43,7 +45,6 @@ import ray
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from raycluster import RayCluster
-from taskrepo import make_task_repo
 
 from swedojo.datasets.gen.many import GenUnit, ManyResult, generate_many, plan_units
 from swedojo.datasets.gen.settings import GenSettings
@@ -59,9 +60,6 @@ from swedojo.tools.formats import get_format
 
 GEN_REPOS = "kjd/idna,pytest-dev/pluggy,PyCQA/pyflakes,Python-Markdown/markdown"
 """Small real repositories with quick suites, none of them in the realrepos held-out third."""
-FIX = {"command": "str_replace", "path": "calc.py", "old_str": "        return low\n    return value",
-       "new_str": "        return low\n    if value > high:\n        return high\n    return value"}
-"""The fix of the task `tests/taskrepo.make_task_repo` makes."""
 
 
 def _load() -> str:
@@ -82,7 +80,7 @@ class Parts:
     """Each part's work, run at any executor into a directory of its own."""
 
     def __init__(self, root: Path, repeat: int, mirror: Path | None, gen_repos: list[str], candidates: int,
-                 samples: int) -> None:
+                 group_size: int) -> None:
         self.root = root
         suite = load_suite("demo")
         instances = [task.model_copy(update={"instance_id": f"{task.instance_id}-r{n}"})
@@ -94,17 +92,15 @@ class Parts:
         self.gen_settings = GenSettings(out=root, seed=0, max_tasks=candidates, max_candidates=candidates, workers=1,
                                         backend="local", pool=0)
         self.suites: dict[str, list[str]] = {}
-        self.samples = samples
-        self.task_mirror, task = make_task_repo(root / "task-mirror")
-        groups = (samples + 1) // 2
-        tasks = [task.model_copy(update={"instance_id": f"owner__calc-{n + 1}"}) for n in range(groups)]
-        (root / "calc-suite.jsonl").write_text("".join(t.model_dump_json() + "\n" for t in tasks))
+        self.group_size = group_size
         glm = get_format("glm")
-        script = [{"content": glm.render_calls([ToolCall(name="str_replace_editor", arguments=FIX)])},
-                  {"content": glm.render_calls([ToolCall(name="submit", arguments={})])}]
-        (root / "fix.json").write_text(json.dumps(script))
+        turns = [ToolCall(name="run_tests", arguments={}),
+                 ToolCall(name="bash", arguments={"command": "echo 'a note' > NOTES.md"}),
+                 ToolCall(name="submit", arguments={})]
+        (root / "sample.json").write_text(json.dumps([{"content": glm.render_calls([turn])} for turn in turns]))
 
-    def eval(self, name: str, **executor: Any) -> int:
+    def eval(self, name: str, address: str | None = None, workers: int = 1) -> int:
+        executor = {"executor": "ray", "address": address} if address else {"workers": workers}
         summary = evaluate(self.eval_settings.model_copy(update={"out": self.root / f"eval-{name}", **executor}).prepare())
         if summary.resolved != summary.total:
             sys.exit(f"eval {name}: gold resolved {summary.resolved}/{summary.total}: {summary.counts}")
@@ -114,38 +110,40 @@ class Parts:
         """Launch the gen repositories' environments, untimed: every later pass finds them cached."""
         out = self.root / "gen-prime"
         settings = self.gen_settings.model_copy(update={"out": out, "max_candidates": 1})
-        self._gen_units("prime", plan_units(self.gen_repos, "mutations", settings, self.mirror), out, "local", None)
+        self._gen_units("prime", plan_units(self.gen_repos, "mutations", settings, self.mirror), out, None)
 
-    def gen(self, name: str, executor: str = "local", address: str | None = None) -> int:
+    def gen(self, name: str, address: str | None = None) -> int:
+        """Ray at `address`, else here."""
         out = self.root / f"gen-{name}"
         units = plan_units(self.gen_repos, "mutations", self.gen_settings.model_copy(update={"out": out}), self.mirror)
-        result = self._gen_units(name, units, out, executor, address)
+        result = self._gen_units(name, units, out, address)
         self.suites[name] = sorted(t.instance_id for t in result.instances)
         if self.suites[name] != next(iter(self.suites.values())):
             sys.exit(f"gen {name}: another suite than the first configuration's, from the same seed")
         return len(result.instances)
 
-    def _gen_units(self, name: str, units: list[GenUnit], out: Path, executor: str, address: str | None) -> ManyResult:
-        result = generate_many(units, out, gen_unit_runner(executor, address))
+    def _gen_units(self, name: str, units: list[GenUnit], out: Path, address: str | None) -> ManyResult:
+        result = generate_many(units, out, gen_unit_runner("ray" if address else "local", address))
         failed = [f"{u.name}: {u.error}" for u in result.units if u.error]
         if failed:
             sys.exit(f"gen {name}: units failed: {'; '.join(failed)}")
         return result
 
-    def launch(self, name: str, executor: str = "local", address: str | None = None) -> int:
+    def launch(self, name: str, address: str | None = None) -> int:
         out = self.root / f"launch-{name}"
         units = plan_launches([(repo, "") for repo in self.gen_repos], out, "local", self.mirror)
-        report = launch_many(units, out, launch_unit_runner(executor, address))
+        report = launch_many(units, out, launch_unit_runner("ray" if address else "local", address))
         failed = [f"{u.unit}: {u.error}" for u in report.units if not u.done]
         if failed:
             sys.exit(f"launch {name}: launches failed: {'; '.join(failed)}")
         return len(report.units)
 
-    def service(self, name: str, session: RaySession | None = None) -> int:
-        service = RolloutService(self.root / f"service-{name}", max_concurrent=4, mirror=self.task_mirror, ray=session)
+    def service(self, name: str, address: str | None = None) -> int:
+        session = RaySession(address) if address else None
+        service = RolloutService(self.root / f"service-{name}", max_concurrent=4, ray=session)
         try:
-            batch = service.submit(BatchRequest(suite=str(self.root / "calc-suite.jsonl"), group_size=2, launch=False,
-                                                model=f"scripted:{self.root / 'fix.json'}", rewards="resolved"))
+            batch = service.submit(BatchRequest(suite="demo", group_size=self.group_size,
+                                                model=f"scripted:{self.root / 'sample.json'}"))
             while (report := service.report(batch.batch_id)).state == "running":
                 time.sleep(0.1)
             samples = [s for g in service.groups(batch.batch_id).groups for s in g.samples]  # done: one page holds all
@@ -153,10 +151,10 @@ class Parts:
             service.close()
             if session:
                 session.close()
-        resolved = sum(s.status == "resolved" for s in samples)
-        if report.state != "finished" or resolved != len(samples) or report.infra_failures:
-            sys.exit(f"service {name}: {report.state}, {resolved}/{len(samples)} samples resolved, "
-                     f"{report.infra_failures} infra failures")
+        if report.state != "finished" or report.infra_failures or report.dropped or \
+                len(samples) != report.groups_total * self.group_size:
+            sys.exit(f"service {name}: {report.state}, {len(samples)} samples graded, {report.infra_failures} infra "
+                     f"failures, dropped: {report.dropped}")
         return len(samples)
 
 
@@ -167,7 +165,8 @@ def main() -> None:
                         help="Local repositories as owner/name, for gen and launch (default: $SWEDOJO_MIRROR).")
     parser.add_argument("--gen-repos", default=GEN_REPOS, help="Repositories for gen and launch (owner/name, comma-separated).")
     parser.add_argument("--candidates", type=int, default=6, help="Candidates each gen unit evaluates.")
-    parser.add_argument("--samples", type=int, default=16, help="Samples the service rolls out (groups of two).")
+    parser.add_argument("--group-size", type=int, default=2, help="Samples the service rolls out of each demo task.")
+    parser.add_argument("--parts", default="eval,gen,launch,service", help="The parts to measure (comma-separated).")
     args = parser.parse_args()
 
     repos = args.gen_repos.split(",")
@@ -177,14 +176,15 @@ def main() -> None:
     print(f"{os.cpu_count()} cores, load {_load()}", flush=True)
     rates: dict[str, float] = {}
     with tempfile.TemporaryDirectory(prefix="eval-scale-") as tmp:
-        parts = Parts(Path(tmp), args.repeat, args.mirror, repos, args.candidates, args.samples)
-        measured = ["eval", "service"] + ([] if missing else ["gen", "launch"])
+        parts = Parts(Path(tmp), args.repeat, args.mirror, repos, args.candidates, args.group_size)
+        measured = [p for p in ["eval", "service", "gen", "launch"]
+                    if p in args.parts.split(",") and not (missing and p in ("gen", "launch"))]
         units = {"eval": "instances", "gen": "tasks", "launch": "launches", "service": "samples"}
-        if not missing:
+        if "gen" in measured:
             parts.prime()
-        for workers in (1, 2):
+        for workers in (1, 2) if "eval" in measured else ():
             rates[f"eval_local_{workers}"] = _timed("eval", f"local_{workers}", "instances", parts.eval, workers=workers)
-        for part in measured[1:]:
+        for part in measured[1:] if "eval" in measured else measured:
             rates[f"{part}_local"] = _timed(part, "local", units[part], getattr(parts, part))
         with RayCluster(head_cpus=0) as cluster:
             cluster.connect(ray)
@@ -193,19 +193,15 @@ def main() -> None:
                     cluster.add_node(f"node{nodes}", cpus=1, ip=f"127.0.0.{nodes + 1}")
                     cluster.wait_for(ray, alive=nodes + 1)
                     name = f"ray_{nodes}"
-                    rates[f"eval_{name}"] = _timed("eval", name, "instances", parts.eval, executor="ray",
-                                                   address=cluster.address)
-                    rates[f"service_{name}"] = _timed("service", name, "samples", parts.service,
-                                                      RaySession(cluster.address))
-                    for part in measured[2:]:
-                        rates[f"{part}_{name}"] = _timed(part, name, units[part], getattr(parts, part), "ray",
-                                                         cluster.address)
+                    for part in measured:
+                        rates[f"{part}_{name}"] = _timed(part, name, units[part], getattr(parts, part), cluster.address)
             finally:
                 ray.shutdown()
     ratios = {f"{part}_ray_2_over_1": rates[f"{part}_ray_2"] / rates[f"{part}_ray_1"] for part in measured}
     figures = " ".join(f"{key}={value:.2f}" for key, value in {**rates, **ratios}.items())
-    print(f"RESULT {figures} eval_local_2_over_1={rates['eval_local_2'] / rates['eval_local_1']:.2f} "
-          f"gen={'measured' if not missing else 'not_measured'} load1={os.getloadavg()[0]:.2f} cores={os.cpu_count()}")
+    local = f" eval_local_2_over_1={rates['eval_local_2'] / rates['eval_local_1']:.2f}" if "eval" in measured else ""
+    print(f"RESULT {figures}{local} gen={'measured' if 'gen' in measured else 'not_measured'} "
+          f"load1={os.getloadavg()[0]:.2f} cores={os.cpu_count()}")
 
 
 if __name__ == "__main__":
