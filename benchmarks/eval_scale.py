@@ -21,12 +21,14 @@ launches of a list (launches per minute) and the rollout service (samples per mi
   Every sample must be graded (no infrastructure failure, no group dropped).
 
 Ray: a cluster started here on loopback (`tests/raycluster.py`): a head with no CPU, which runs no
-work, and worker nodes of one CPU each (one unit of work at a time each, as one local worker); the
-driver is this process. The second node joins after every part has run on the first. A Ray
-configuration's time includes its workers' start, which a run pays once; the cluster's own start is
-not counted. On a machine with two cores the two nodes share them with the driver, so the ratio of
-two nodes to one is bounded by what two local workers give (`eval local_2_over_1`, the same run).
-The load average is printed with each figure. The last line is `RESULT key=value ...`.
+work, and worker nodes of one CPU each (one unit of work at a time each, as one local worker),
+each pinned to a core of its own with all its processes (raylet, workers, their sandboxes), as a
+machine of one core would be: unpinned, the one node's sandboxes would already spread over the
+cores the second node is counted as adding. The driver (this process, and the service) is not
+pinned: with two nodes on a two-core machine it takes its share from theirs. The second node joins
+after every part has run on the first. A Ray configuration's time includes its workers' start,
+which a run pays once; the cluster's own start is not counted. The load average is printed with
+each figure. The last line is `RESULT key=value ...`.
 """
 
 from __future__ import annotations
@@ -190,7 +192,7 @@ def main() -> None:
             cluster.connect(ray)
             try:
                 for nodes in (1, 2):
-                    cluster.add_node(f"node{nodes}", cpus=1, ip=f"127.0.0.{nodes + 1}")
+                    cluster.add_node(f"node{nodes}", cpus=1, ip=f"127.0.0.{nodes + 1}", cores={nodes - 1})
                     cluster.wait_for(ray, alive=nodes + 1)
                     name = f"ray_{nodes}"
                     for part in measured:

@@ -80,12 +80,14 @@ class RayCluster:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def add_node(self, name: str, cpus: int = 1, ip: str = "127.0.0.2") -> None:
+    def add_node(self, name: str, cpus: int = 1, ip: str = "127.0.0.2", cores: set[int] | None = None) -> None:
         """A worker node named `name` (`ray start --node-name`), on its own loopback address so
-        that a driver here never attaches to it (killing it must not kill the driver)."""
-        self._start(name, cpus, ip, f"--address={self.address}")
+        that a driver here never attaches to it (killing it must not kill the driver). `cores`: the
+        CPU cores every process of the node (raylet, workers, their sandboxes) may run on, as on a
+        machine of its own with that many cores; None: any core of this machine."""
+        self._start(name, cpus, ip, f"--address={self.address}", cores=cores)
 
-    def _start(self, name: str, cpus: int, ip: str, *args: str) -> None:
+    def _start(self, name: str, cpus: int, ip: str, *args: str, cores: set[int] | None = None) -> None:
         ports = {option: _free_port() for option in ("--node-manager-port", "--object-manager-port",
                                                       "--dashboard-agent-listen-port", "--dashboard-agent-grpc-port",
                                                       "--runtime-env-agent-port", "--metrics-export-port")}
@@ -93,6 +95,8 @@ class RayCluster:
                    "--object-store-memory=80000000", f"--temp-dir={self.root}", "--disable-usage-stats",
                    *(f"{option}={port}" for option, port in ports.items()), *args]
         log = (self.root / f"{name}.log").open("w")
+        if cores:  # taskset execs `ray start`: the node's process is still the one started here
+            command = ["taskset", "--cpu-list", ",".join(map(str, sorted(cores))), *command]
         self.nodes[name] = subprocess.Popen(command, env=self.env, stdout=log, stderr=subprocess.STDOUT,
                                             start_new_session=True)
 
