@@ -192,7 +192,8 @@ def main() -> None:
             cluster.connect(ray)
             try:
                 for nodes in (1, 2):
-                    cluster.add_node(f"node{nodes}", cpus=1, ip=f"127.0.0.{nodes + 1}", cores={nodes - 1})
+                    cluster.add_node(f"node{nodes}", cpus=1, ip=f"127.0.0.{nodes + 1}",
+                                     cores={(nodes - 1) % (os.cpu_count() or 1)})
                     cluster.wait_for(ray, alive=nodes + 1)
                     name = f"ray_{nodes}"
                     for part in measured:
