@@ -55,7 +55,7 @@ from swedojo.evaluate import evaluate
 from swedojo.executors import RaySession, gen_unit_runner, launch_unit_runner
 from swedojo.repolaunch.many import launch_many, plan_launches
 from swedojo.schema import ToolCall
-from swedojo.serve.api import BatchRequest
+from swedojo.serve.api import BatchRequest, BatchState
 from swedojo.serve.service import RolloutService
 from swedojo.settings import RunSettings
 from swedojo.tools.formats import get_format
@@ -93,7 +93,8 @@ class Parts:
         self.gen_repos = gen_repos
         self.gen_settings = GenSettings(out=root, seed=0, max_tasks=candidates, max_candidates=candidates, workers=1,
                                         backend="local", pool=0)
-        self.suites: dict[str, list[str]] = {}
+        self.first_suite: list[str] | None = None
+        """The instance ids of the first gen configuration's suite; every later one must be the same."""
         self.group_size = group_size
         glm = get_format("glm")
         turns = [ToolCall(name="run_tests", arguments={}),
@@ -119,8 +120,9 @@ class Parts:
         out = self.root / f"gen-{name}"
         units = plan_units(self.gen_repos, "mutations", self.gen_settings.model_copy(update={"out": out}), self.mirror)
         result = self._gen_units(name, units, out, address)
-        self.suites[name] = sorted(t.instance_id for t in result.instances)
-        if self.suites[name] != next(iter(self.suites.values())):
+        suite = sorted(t.instance_id for t in result.instances)
+        self.first_suite = self.first_suite or suite
+        if suite != self.first_suite:
             sys.exit(f"gen {name}: another suite than the first configuration's, from the same seed")
         return len(result.instances)
 
@@ -146,14 +148,14 @@ class Parts:
         try:
             batch = service.submit(BatchRequest(suite="demo", group_size=self.group_size,
                                                 model=f"scripted:{self.root / 'sample.json'}"))
-            while (report := service.report(batch.batch_id)).state == "running":
+            while (report := service.report(batch.batch_id)).state == BatchState.RUNNING:
                 time.sleep(0.1)
             samples = [s for g in service.groups(batch.batch_id).groups for s in g.samples]  # done: one page holds all
         finally:
             service.close()
             if session:
                 session.close()
-        if report.state != "finished" or report.infra_failures or report.dropped or \
+        if report.state != BatchState.FINISHED or report.infra_failures or report.dropped or \
                 len(samples) != report.groups_total * self.group_size:
             sys.exit(f"service {name}: {report.state}, {len(samples)} samples graded, {report.infra_failures} infra "
                      f"failures, dropped: {report.dropped}")
@@ -186,7 +188,7 @@ def main() -> None:
             parts.prime()
         for workers in (1, 2) if "eval" in measured else ():
             rates[f"eval_local_{workers}"] = _timed("eval", f"local_{workers}", "instances", parts.eval, workers=workers)
-        for part in measured[1:] if "eval" in measured else measured:
+        for part in (p for p in measured if p != "eval"):
             rates[f"{part}_local"] = _timed(part, "local", units[part], getattr(parts, part))
         with RayCluster(head_cpus=0) as cluster:
             cluster.connect(ray)
