@@ -18,7 +18,9 @@ launches of a list (launches per minute) and the rollout service (samples per mi
   (`run_tests`), adds a file and submits, graded on every reward tier: an RL sample's sandbox work
   without a model's (the model is the trainer's engine, elsewhere); up to four in flight. Its samples run in
   this process (`local`), or as Ray tasks on the cluster's nodes (`dojo serve --executor ray`).
-  Every sample must be graded (no infrastructure failure, no group dropped).
+  Every sample must be graded (no infrastructure failure, no group dropped). A service runs for
+  hours, so its figure is its steady state: each configuration rolls out one untimed batch first
+  (its workers' imports and first sandboxes), then the timed one.
 
 Ray: a cluster started here on loopback (`tests/raycluster.py`): a head with no CPU, which runs no
 work, and worker nodes of one CPU each (one unit of work at a time each, as one local worker),
@@ -26,9 +28,9 @@ each pinned to a core of its own with all its processes (raylet, workers, their 
 machine of one core would be: unpinned, the one node's sandboxes would already spread over the
 cores the second node is counted as adding. The driver (this process, and the service) is not
 pinned: with two nodes on a two-core machine it takes its share from theirs. The second node joins
-after every part has run on the first. A Ray configuration's time includes its workers' start,
-which a run pays once; the cluster's own start is not counted. The load average is printed with
-each figure. The last line is `RESULT key=value ...`.
+after every part has run on the first. A Ray configuration's time includes its workers' start
+(the service's aside, above), which a run pays once; the cluster's own start is not counted. The
+load average is printed with each figure. The last line is `RESULT key=value ...`.
 """
 
 from __future__ import annotations
@@ -60,6 +62,8 @@ from swedojo.serve.service import RolloutService
 from swedojo.settings import RunSettings
 from swedojo.tools.formats import get_format
 
+WARMED_PARTS = frozenset({"service"})
+"""Parts measured in their steady state: one untimed pass in each configuration before the timed one."""
 GEN_REPOS = "kjd/idna,pytest-dev/pluggy,PyCQA/pyflakes,Python-Markdown/markdown"
 """Small real repositories with quick suites, none of them in the realrepos held-out third."""
 
@@ -69,7 +73,10 @@ def _load() -> str:
 
 
 def _timed(part: str, name: str, unit: str, run: Callable[..., int], *args: Any, **kwargs: Any) -> float:
-    """Per-minute rate of `run(name, *args, **kwargs)`, which returns how many `unit`s it made."""
+    """Per-minute rate of `run(name, *args, **kwargs)`, which returns how many `unit`s it made (after
+    an untimed `run(name-warm, ...)` for a part in `WARMED_PARTS`)."""
+    if part in WARMED_PARTS:
+        run(f"{name}-warm", *args, **kwargs)
     started = time.monotonic()
     count = run(name, *args, **kwargs)
     seconds = time.monotonic() - started
