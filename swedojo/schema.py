@@ -329,6 +329,10 @@ class EnvSpec(BaseModel):
     """Tests that need the network (fail with it off)."""
     test_scope: list[str] = Field(default_factory=list)
     """The test files or ids validation ran (empty: the whole suite); the baseline covers only them."""
+    suite_seconds: float = 0.0
+    """Wall time of the slowest validation run (of `test_scope` where set), on the machine that
+    launched the environment: a suite that slow is given a multiple of it to run in when graded
+    (`testrun.run.time_limit`). 0: not measured (a spec written before it was)."""
     attempts: list[str] = Field(default_factory=list)
     """Environments tried before this one, each with the stage and reason it failed (runtime first)."""
     pins_dropped: list[str] = Field(default_factory=list)

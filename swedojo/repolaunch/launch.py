@@ -554,7 +554,7 @@ def _validated(spec: EnvSpec, source: Path, log: BuildLog, runs: int, test_timeo
         with prepared_sandbox(online, spec.commit, log, test_timeout) as sandbox:
             needs_network = network_tests(sandbox, spec, log, baseline, test_timeout, spec.test_scope)
     return spec.model_copy(update={"test_status": baseline.test_status, "flaky_tests": baseline.flaky_tests,
-                                   "network_tests": needs_network,
+                                   "network_tests": needs_network, "suite_seconds": round(baseline.seconds, 1),
                                    "skipped_for_modules": baseline.skipped_for_modules})
 
 

@@ -31,6 +31,8 @@ class Baseline(BaseModel):
     """`check_counts` findings per run (empty lists when parse, summary and exit code agree)."""
     skipped_for_modules: dict[str, str] = Field(default_factory=dict)
     """Modules the first run's skips and collection errors say are missing -> the runner's reason."""
+    seconds: float = 0.0
+    """Wall time of the slowest run."""
 
 
 def merge_runs(runs: list[dict[str, TestStatus]]) -> tuple[dict[str, TestStatus], list[str]]:
@@ -62,6 +64,7 @@ def validate(sandbox: Sandbox, spec: EnvSpec, log: BuildLog, runs: int = 2, time
     results: list[dict[str, TestStatus]] = []
     problems: list[list[str]] = []
     missing: dict[str, str] = {}
+    seconds = 0.0
     for index in range(runs):
         log.begin(f"test run {index + 1}/{runs}")
         run = _run(sandbox, spec, log, timeout, list(tests or []))
@@ -82,6 +85,7 @@ def validate(sandbox: Sandbox, spec: EnvSpec, log: BuildLog, runs: int = 2, time
             raise ValidateError(f"test run {index + 1}: {exc}", log.path) from exc
         results.append(run.statuses)
         problems.append(found)
+        seconds = max(seconds, run.duration_s)
         if index == 0:
             missing = skipped_modules(run.log, spec.log_parser)
     merged, flaky = merge_runs(results)
@@ -89,7 +93,8 @@ def validate(sandbox: Sandbox, spec: EnvSpec, log: BuildLog, runs: int = 2, time
         raise ValidateError(f"no test passed ({len(merged)} found): the environment looks broken", log.path)
     log.write(f"baseline: {len(merged)} tests, {len(flaky)} flaky"
               + (f"; skipped for want of {', '.join(missing)}" if missing else "") + "\n")
-    return Baseline(test_status=merged, flaky_tests=flaky, count_problems=problems, skipped_for_modules=missing)
+    return Baseline(test_status=merged, flaky_tests=flaky, count_problems=problems, skipped_for_modules=missing,
+                    seconds=seconds)
 
 
 def has_failures(statuses: dict[str, TestStatus]) -> bool:

@@ -63,6 +63,7 @@ from swedojo.testrun.run import (
     passed,
     run_files,
     run_tests,
+    time_limit,
 )
 from swedojo.testrun.skips import (
     absent_modules,
@@ -72,6 +73,12 @@ from swedojo.testrun.skips import (
 )
 
 TEST_TIMEOUT_S = 900.0
+"""Limit of a graded test run, or more for a suite slower than that at validation (`graded_limit`)."""
+
+
+def graded_limit(spec: EnvSpec) -> float:
+    """Time a graded run of `spec`'s tests may take (`testrun.run.time_limit` over `TEST_TIMEOUT_S`)."""
+    return time_limit(spec, TEST_TIMEOUT_S)
 
 
 def grade_in_sandbox(sandbox: Sandbox, env: Environment, instance: TaskInstance, candidate: str,
@@ -126,7 +133,7 @@ def grade_in_sandbox(sandbox: Sandbox, env: Environment, instance: TaskInstance,
         return report
     if WHOLE_SUITE in tests and WHOLE_SUITE not in result.statuses and env.spec.log_parser in EXIT_STATUS_PARSERS:
         result.statuses[WHOLE_SUITE] = result.whole_suite()  # the command's verdict, asked for by name
-    report.test_output = swebench_log(result, TEST_TIMEOUT_S)
+    report.test_output = swebench_log(result, graded_limit(env.spec))
     reference = candidate.strip() == instance.patch.strip()
     if guard and candidate.strip() and not reference and (tampering := guard.problems(result)):
         # pytest's own doing, then what the reference's run shows as well (the project's conftest)
@@ -194,7 +201,7 @@ def grade_in_sandbox(sandbox: Sandbox, env: Environment, instance: TaskInstance,
     # that also ran other tests (their files, the whole suite) may fail only if the log shows a failure.
     exit_agrees = result.exit_code == 0 or (not result.exact and result.exit_code is not None and bool(result.failing()))
     if result.timed_out:
-        report.error = f"tests timed out after {TEST_TIMEOUT_S:.0f}s"
+        report.error = f"tests timed out after {graded_limit(env.spec):.0f}s"
     elif all_pass and not exit_agrees:
         report.error = f"log says every test passed but the test command exited {result.exit_code}"
     report.resolved = all_pass and exit_agrees and not result.timed_out
@@ -210,8 +217,9 @@ def _graded_run(sandbox: Sandbox, spec: EnvSpec, files: list[str], tests: list[s
     """The test patch's files run whole (else the listed tests), guarded where the runner is pytest."""
     guard = Guard.install(sandbox) if guardable(spec) else None
     guarded, rearm = (guard.spec(spec), lambda: guard.arm(sandbox)) if guard else (spec, None)
-    run = run_files(sandbox, guarded, files, TEST_TIMEOUT_S) if files \
-        else run_tests(sandbox, guarded, tests, TEST_TIMEOUT_S, before_retry=rearm)
+    limit = graded_limit(spec)
+    run = run_files(sandbox, guarded, files, limit) if files \
+        else run_tests(sandbox, guarded, tests, limit, before_retry=rearm)
     return run, guard
 
 

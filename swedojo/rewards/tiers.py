@@ -25,7 +25,7 @@ from typing import Any, NamedTuple, Protocol
 from pydantic import BaseModel, Field
 
 from swedojo.progress import stage
-from swedojo.rewards.grading import TEST_TIMEOUT_S
+from swedojo.rewards.grading import graded_limit
 from swedojo.rewards.web.assess import WebAssessment
 from swedojo.rewards.web.check import Check
 from swedojo.sandboxes.base import Sandbox
@@ -344,7 +344,7 @@ def suite_at_base(sandbox: Sandbox, env: Environment, instance: TaskInstance) ->
     """
     if instance.test_patch.strip():
         apply_patch(sandbox, instance.test_patch, "test patch")
-    run = run_suite(sandbox, env.spec, TEST_TIMEOUT_S)
+    run = run_suite(sandbox, env.spec, graded_limit(env.spec))
     if why := environment_failure(run, env.spec, sandbox, [], patch_files(instance.patch),
                                   instance.FAIL_TO_PASS + instance.PASS_TO_PASS):
         raise BaselineError(why)
@@ -445,7 +445,7 @@ def verification_tier(
         return not_scored("no other test passed at base", suite_not_rerun=True, flaky_or_network_excluded=excluded)
     try:
         stage("suite run after the patch for tier 3")
-        after = run_suite(sandbox, env.spec, TEST_TIMEOUT_S) if watched else None
+        after = run_suite(sandbox, env.spec, graded_limit(env.spec)) if watched else None
     except TestRunError as exc:  # e.g. a log the candidate's tree made too large: nothing is known to pass
         return Outcome(0.0, False, {"other_tests_passing_at_base": len(watched), "suite_error": str(exc)})
     regressed = [t for t in watched if after is not None and not after.passed(t)]

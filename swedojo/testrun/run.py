@@ -43,6 +43,10 @@ WHOLE_SUITE = "all tests"
 """The id of the test command itself, passed when it exits 0: the one result of a harness whose
 runs print no per-test line (`make test` running programs that only exit non-zero on failure), and
 what a listed name of this form asks for whatever else the log holds (Multi-SWE-bench's name)."""
+SUITE_TIME_FACTOR = 3.0
+"""A graded run may take this many times the environment's slowest validation run (`EnvSpec.suite_seconds`)..."""
+SUITE_TIME_MARGIN_S = 60.0
+"""...plus this much (a sandbox's start and a loaded machine's jitter), where that is more than its fixed limit."""
 EXIT_STATUS_PARSERS = frozenset({"make"})
 """Parsers of harnesses whose exit status is a result of its own when no per-test line was printed."""
 
@@ -193,6 +197,13 @@ def _build(sandbox: Sandbox, spec: EnvSpec, timeout_s: float, agent_shell: bool)
     evidence = result.output.replace(f"{sandbox.workdir}/", "")[-BUILD_EVIDENCE_BYTES:]
     return BuildFailure(command=spec.build_command, exit_code=None if result.timed_out else result.exit_code,
                         evidence=evidence)
+
+def time_limit(spec: EnvSpec, floor_s: float = DEFAULT_TIMEOUT_S) -> float:
+    """Time a test run in `spec`'s environment may take: `floor_s`, or more for a suite that took
+    longer at validation (a C project's `make test` that builds and fuzzes for many minutes), so a
+    slow suite's run is not cut and graded as the patch's failure; a hang is still cut."""
+    return max(floor_s, SUITE_TIME_FACTOR * spec.suite_seconds + SUITE_TIME_MARGIN_S)
+
 
 def run_suite(sandbox: Sandbox, spec: EnvSpec, timeout_s: float = DEFAULT_TIMEOUT_S, *,
               agent_shell: bool = False) -> SuiteRun:

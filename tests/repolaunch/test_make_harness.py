@@ -16,6 +16,9 @@ from typer.testing import CliRunner
 from swedojo.cli import app
 from swedojo.repolaunch.detect import analyse
 from swedojo.repolaunch.launch import launch
+from swedojo.rewards import grading
+from swedojo.schema import EnvSpec
+from swedojo.testrun import run
 from swedojo.testrun.run import WHOLE_SUITE
 
 CALC = "int add(int a, int b) { return a + b; }\nint sub(int a, int b) { return a + b; }\n"
@@ -79,3 +82,42 @@ def test_the_listed_whole_suite_is_graded_on_the_commands_exit_status(tmp_path: 
         assert row["report"]["fail_to_pass"] == {WHOLE_SUITE: verdict}
         assert row["report"]["pass_to_pass"] == {"testOrder": "PASSED"}
         assert not row["report"]["unmatched_tests"]
+
+
+@pytest.mark.tools("make", "gcc")
+def test_a_suite_slower_than_the_graded_limit_runs_for_a_multiple_of_its_validated_time(
+        tmp_path: Path, env_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A `make test` that takes longer than a graded run's fixed limit (zstd's builds and fuzzes for
+    many minutes) is given a multiple of its slowest validation run: the reference patch resolves
+    instead of being cut and graded unresolved, and a patch that hangs is still cut."""
+    monkeypatch.setenv("SWEDOJO_CACHE", str(env_cache))
+    monkeypatch.setattr(grading, "TEST_TIMEOUT_S", 1.0)  # the fixed limit, below the suite's 2 s
+    monkeypatch.setattr(run, "SUITE_TIME_MARGIN_S", 0.0)  # so the hang below is cut in seconds
+    slow = MAKEFILE.replace("test: all\n", "test: all\n\tsleep 2\n")
+    repo = write_tree(tmp_path / "slow", {"Makefile": slow, "selftest.c": SELFTEST, "calc.c": CALC, "pool.c": POOL,
+                                          ".gitignore": GITIGNORE})
+    base = commit_all(repo, "sub adds", DATE)
+    test_patch = _diff(repo, {"selftest.c": SELFTEST.replace("  return 0;\n}", "  if (sub(3, 1) != 2) return 1;\n  return 0;\n}")})
+    fix = _diff(repo, {"calc.c": CALC.replace("int sub(int a, int b) { return a + b; }",
+                                              "int sub(int a, int b) { return a - b; }")})
+    hang = _diff(repo, {"calc.c": CALC.replace("int sub(int a, int b) { return a + b; }", "int sub(int a, int b) { for (;;); }")})
+    record = {"instance_id": "slow-1", "repo": str(repo), "base_commit": base, "patch": fix, "test_patch": test_patch,
+              "problem_statement": "sub adds", "FAIL_TO_PASS": json.dumps([WHOLE_SUITE]),
+              "PASS_TO_PASS": json.dumps(["testOrder"])}
+    suite = tmp_path / "suite.jsonl"
+    suite.write_text(json.dumps(record) + "\n")
+    predictions = tmp_path / "hang.json"
+    predictions.write_text(json.dumps([{"instance_id": "slow-1", "model_patch": hang, "model_name_or_path": "hang"}]))
+    common = ["eval", "--suite", str(suite), "--backend", "local", "--rewards", "resolved", "--workers", "1"]
+    runner = CliRunner()
+    rows = {}
+    for name, how in [("gold", ["--policy", "gold"]), ("hang", ["--predictions", str(predictions)])]:
+        result = runner.invoke(app, [*common, *how, "--out", str(tmp_path / name)])
+        assert result.exit_code == 0, result.output
+        rows[name] = json.loads((tmp_path / name / "results.jsonl").read_text().splitlines()[0])
+    spec = EnvSpec.model_validate_json(next((tmp_path / "gold").rglob("envspec.json")).read_text())
+    assert spec.suite_seconds >= 2.0  # its slowest validation run, the sleep in it
+    assert rows["gold"]["status"] == "resolved", rows["gold"]
+    limit = run.SUITE_TIME_FACTOR * spec.suite_seconds
+    assert rows["hang"]["status"] == "unresolved", rows["hang"]
+    assert rows["hang"]["report"]["error"] == f"tests timed out after {limit:.0f}s"
