@@ -538,7 +538,7 @@ def _attempt(repo: str, sha: str, workdir: Path, source: Path, out: Path, analys
 
 
 _VALIDATED = {"repo", "test_status", "flaky_tests", "network_tests", "skipped_for_modules", "resolved_dependencies",
-              "runtime_version", "attempts", "pins_dropped", "setup_agent"}
+              "runtime_version", "attempts", "pins_dropped", "setup_agent", "suite_seconds"}
 """EnvSpec fields validation (or the built layer) fills in; the rest must match for a spec cache hit."""
 
 
