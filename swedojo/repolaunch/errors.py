@@ -54,6 +54,13 @@ class ValidateError(LaunchError):
     stage = "validate"
 
 
+class EngineBuildError(InstallError):
+    """The container engine failed an image build on its own, no step of it failing: under
+    concurrent builds the legacy builder loses a `COPY --from` source ("lstat .../merged/...: no
+    such file") or a parent image ("unknown parent image ID"). The layer is built again once before
+    this is raised, and no other plan is tried: it would not fare better."""
+
+
 class NoRuntimeError(InstallError):
     """No interpreter or toolchain for the repository: not on this host (local), no recipe (docker)."""
 

@@ -46,12 +46,12 @@ from pydantic import BaseModel
 
 from swedojo.repolaunch.analysis import RepoAnalysis
 from swedojo.repolaunch.buildlog import BuildLog
-from swedojo.repolaunch.errors import InstallError
+from swedojo.repolaunch.errors import EngineBuildError, InstallError
 from swedojo.repolaunch.recipes import recipe_for, recipe_of
 from swedojo.repolaunch.recipes.base import ENV_VAR, apt
 from swedojo.sandboxes import image_store, prebuilt
 from swedojo.sandboxes.docker import SANDBOX_USER, api, owner_labels
-from swedojo.sandboxes.filelock import file_lock
+from swedojo.sandboxes.filelock import exclusive_if_free, file_lock, shared_lock
 from swedojo.sandboxes.image_disk import budget_mb, prune_to_budget
 from swedojo.sandboxes.image_use import record_use
 from swedojo.schema import EnvSpec
@@ -68,7 +68,7 @@ LAYERS = ("base", "runtime", "deps", "repo")
 
 
 class LayerBuildError(InstallError):
-    """`docker build` of a layer failed (a step exited non-zero, or the engine refused)."""
+    """`docker build` of a layer failed: a step exited non-zero."""
 
 
 class BaseImageError(InstallError):
@@ -230,6 +230,12 @@ def _context(name: str, spec: EnvSpec, checkout: Path, out: IO[bytes]) -> None:
 _FAILED = re.compile(r"returned a non-zero code: (\d+)")
 _STEP_ID = re.compile(r"^ ---> ([0-9a-f]{12,})$")
 """The image a build instruction produced (" ---> 1a2b3c4d5e6f")."""
+ENGINE_RETRIES = 1
+"""Times a layer the engine failed on its own (`EngineBuildError`) is built again."""
+BUILDS_LOCK = "builds.lock"
+"""In a launch's lock directory: held shared by every layer build running (`_discard`)."""
+LEFTOVERS = "leftovers"
+"""In a launch's lock directory: leftover images to remove once no build runs, one id a line."""
 
 
 class _Leftovers:
@@ -253,30 +259,48 @@ class _Leftovers:
                 self.from_ids.add(self.last_id)
             self._after_from = False
 
-    def remove(self, failed: bool) -> None:
-        for image in {self.stage_id, self.last_id if failed else ""} - self.from_ids - {""}:
-            try:
-                api().remove_image(image)
-            except docker.errors.APIError:
-                pass  # another build shares it: it goes with that one
+    def images(self, failed: bool) -> set[str]:
+        return {self.stage_id, self.last_id if failed else ""} - self.from_ids - {""}
 
 
-def _build(name: str, spec: EnvSpec, checkout: Path, log: BuildLog, nocache: bool, timeout: float) -> None:
+def _discard(images: set[str], lock_dir: Path) -> None:
+    """Remove a build's leftover images, with those left before, once no layer build runs (with this
+    lock directory; until then they wait in its `LEFTOVERS` for the last build to end). The engine
+    removes an image's untagged parents with it, and a build running beside may have just taken one
+    of them from its cache: it then failed on a parent gone ("unknown parent image ID") or a
+    `COPY --from` source gone ("lstat .../merged/...: no such file")."""
+    with file_lock(lock_dir / f"{LEFTOVERS}.lock"):
+        queue = lock_dir / LEFTOVERS
+        pending = {*(queue.read_text().split() if queue.is_file() else ()), *images}
+        with exclusive_if_free(lock_dir / BUILDS_LOCK) as free:
+            if not free:
+                queue.write_text("".join(f"{image}\n" for image in sorted(pending)))
+                return
+            for image in pending:
+                try:
+                    api().remove_image(image)
+                except docker.errors.APIError:
+                    pass  # gone already, or the parent of a kept image: it stays with that one
+        queue.unlink(missing_ok=True)
+
+
+def _build(name: str, spec: EnvSpec, checkout: Path, log: BuildLog, nocache: bool, timeout: float,
+           lock_dir: Path) -> None:
     tag = spec.layers[name]
     steps = layer_steps(name, spec)
     log.begin(f"{name} layer: building {tag}{' (no cache)' if nocache else ''}")
     current, leftovers, failed = -1, _Leftovers(), True
     try:
-        with tempfile.TemporaryFile() as context:
+        with shared_lock(lock_dir / BUILDS_LOCK), tempfile.TemporaryFile() as context:
             _context(name, spec, checkout, context)
             stream = api().build(fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True,
                                  nocache=nocache, pull=False, decode=True, timeout=timeout)
             for chunk in stream:
                 if "error" in chunk:
                     found = _FAILED.search(chunk["error"])
-                    what = f"`{steps[current]}` exited with {found.group(1)}" if found and current >= 0 \
-                        else chunk["error"].strip()
-                    raise LayerBuildError(f"{name} layer: {what}", log.path)
+                    if found and current >= 0:
+                        raise LayerBuildError(f"{name} layer: `{steps[current]}` exited with {found.group(1)}", log.path)
+                    raise EngineBuildError(f"{name} layer: {chunk['error'].strip()}", log.path)
                 for line in chunk.get("stream", "").splitlines(keepends=True):
                     if line.startswith(STEP_MARK):
                         current = int(line.split()[1])
@@ -286,9 +310,21 @@ def _build(name: str, spec: EnvSpec, checkout: Path, log: BuildLog, nocache: boo
                     log.write(line)
         failed = False
     except docker.errors.APIError as exc:
-        raise LayerBuildError(f"{name} layer: the engine refused the build: {exc.explanation}", log.path) from exc
+        raise EngineBuildError(f"{name} layer: the engine refused the build: {exc.explanation}", log.path) from exc
     finally:
-        leftovers.remove(failed)
+        _discard(leftovers.images(failed), lock_dir)
+
+
+def _build_retrying(name: str, spec: EnvSpec, checkout: Path, log: BuildLog, nocache: bool, timeout: float,
+                    lock_dir: Path) -> None:
+    """`_build`, again up to `ENGINE_RETRIES` times after a failure of the engine's own."""
+    for attempt in range(ENGINE_RETRIES + 1):
+        try:
+            return _build(name, spec, checkout, log, nocache, timeout, lock_dir)
+        except EngineBuildError as exc:
+            if attempt == ENGINE_RETRIES:
+                raise
+            log.write(f"{exc.message}: the engine failed, no step did: building the layer again\n")
 
 
 def _save(name: str, tag: str, store: Path, log: BuildLog) -> None:
@@ -321,7 +357,7 @@ def build_images(spec: EnvSpec, checkout: Path, log: BuildLog, lock_dir: Path, n
                 layers.append(layer_info(name, tag, cached=True, seconds=time.monotonic() - start))
                 log.write(f"{name} layer: loaded {tag} from the image store {store} in {layers[-1].seconds:.1f}s\n")
                 continue
-            _build(name, spec, checkout, log, nocache, timeout)
+            _build_retrying(name, spec, checkout, log, nocache, timeout, lock_dir)
             layers.append(layer_info(name, tag, cached=False, seconds=time.monotonic() - start))
             log.write(f"{name} layer: built {tag} in {layers[-1].seconds:.1f}s ({layers[-1].size_mb:.0f} MB)\n")
             if store:

@@ -36,6 +36,7 @@ from swedojo.repolaunch.detect import NoBuildSystemError, analyse, undated
 from swedojo.repolaunch.errors import (
     AnalyseError,
     DiscoveryError,
+    EngineBuildError,
     InstallError,
     LaunchError,
     NoRuntimeError,
@@ -368,7 +369,9 @@ def _by_rules(analysis: RepoAnalysis, workdir: Path, when: datetime, backend: st
                 log.begin(f"the environment with {what} failed at {exc.stage}: {exc.message}; the one before stands")
                 best.attempts = [*best.attempts, failed[-1]]
                 return best
-            if _dated(analysis) and (why := _undatable(said)):
+            if isinstance(exc, EngineBuildError):
+                plans.clear()
+            elif _dated(analysis) and (why := _undatable(said)):
                 dropped.append(f"{analysis.build_system}: {analysis.resolution_date}: {why}")
                 log.write(f"the registry cannot resolve as of {analysis.resolution_date} ({why}): "
                           "the date bound is dropped, the dependencies will be the latest\n")

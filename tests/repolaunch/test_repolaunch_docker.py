@@ -28,7 +28,7 @@ from launch_helpers import (
 from typer.testing import CliRunner
 
 from swedojo.repolaunch.cli import launch_command
-from swedojo.repolaunch.errors import InstallError
+from swedojo.repolaunch.errors import EngineBuildError, InstallError
 from swedojo.repolaunch.launch import launch
 from swedojo.schema import EnvSpec
 
@@ -116,3 +116,53 @@ def test_install_failure_in_docker_names_the_stage(make_repo, tmp_path: Path, en
     assert caught.value.stage == "install" and "deps layer: `pip install" in caught.value.message
     assert "exited with 1" in caught.value.message
     assert "this setup.py is broken" in caught.value.log_path.read_text()
+    assert "building the layer again" not in caught.value.log_path.read_text()  # a step's failure is not retried
+
+
+def _copying_nothing(tmp_path: Path) -> EnvSpec:
+    """A deps layer whose build stage leaves nothing at the path its image copies from it."""
+    from swedojo.repolaunch import images
+    from swedojo.repolaunch.buildlog import BuildLog
+
+    base = images.ensure_base("bookworm", BuildLog(tmp_path / "base.log"))
+    tag = f"engine-failure-{time.time_ns()}"
+    return EnvSpec(repo="engine", commit="0" * 40, language="c", backend="docker", base_image=base,
+                   install_commands=[f"rm -rf {images.ENV_ROOT}"],
+                   layers={"base": base, "runtime": base, "deps": f"swedojo/deps:{tag}", "repo": f"swedojo/env:{tag}"})
+
+
+def test_a_failure_of_the_engines_own_is_built_again_once_then_raised(tmp_path: Path) -> None:
+    """No step failed: the engine did. Here the deps layer's build stage leaves nothing at the path
+    its image copies (`COPY --from=build` finds no source), as a race of concurrent builds does to
+    the legacy builder now and then ("lstat .../merged/...: no such file", "unknown parent image
+    ID"). The layer is built again once, then `EngineBuildError`, an install failure for which a
+    launch tries no other plan."""
+    from swedojo.repolaunch import images
+    from swedojo.repolaunch.buildlog import BuildLog
+
+    log = BuildLog(tmp_path / "build.log")
+    with pytest.raises(EngineBuildError) as caught:
+        images.build_images(_copying_nothing(tmp_path), tmp_path, log, tmp_path / "locks")
+    assert caught.value.stage == "install" and caught.value.message.startswith("deps layer: ")
+    assert "exited with" not in caught.value.message
+    assert log.path.read_text().count("the engine failed, no step did: building the layer again") == images.ENGINE_RETRIES
+
+
+def test_a_builds_leftover_images_wait_until_no_build_runs_beside(tmp_path: Path) -> None:
+    """Removing an image removes its untagged parents, which a build running beside may have just
+    taken from its cache: a build's leftovers (its build stage, a failed step's image) are removed
+    only when no other build holds the lock directory's builds lock, by whichever build ends last."""
+    from swedojo.repolaunch import images
+    from swedojo.repolaunch.buildlog import BuildLog
+    from swedojo.sandboxes.filelock import shared_lock
+
+    locks, spec = tmp_path / "locks", _copying_nothing(tmp_path)
+    with shared_lock(locks / images.BUILDS_LOCK):  # another build, running
+        with pytest.raises(EngineBuildError):
+            images.build_images(spec, tmp_path, BuildLog(tmp_path / "first.log"), locks)
+        waiting = (locks / images.LEFTOVERS).read_text().split()
+        assert waiting and all(images.image_id(image) for image in waiting)
+    with pytest.raises(EngineBuildError):  # the next build to end, with none beside it
+        images.build_images(spec, tmp_path, BuildLog(tmp_path / "second.log"), locks)
+    assert not (locks / images.LEFTOVERS).exists()
+    assert not [image for image in waiting if images.image_id(image)]
