@@ -18,17 +18,19 @@ validates: the same test statuses prove the spec is enough to make the environme
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import subprocess
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from swedojo.repolaunch.analysis import PythonPlanning, RepoAnalysis, version_key
 from swedojo.repolaunch.buildlog import BuildLog, cause
@@ -296,6 +298,37 @@ def launch(repo: str, out: Path, commit: str = "", backend: str = "local", mirro
             log.close()
 
 
+class _PlanMemo(BaseModel):
+    """The rules' plan that validated a commit last time, kept so that launching it again (a resumed
+    evaluation, its empty-patch pass) goes to that plan at once instead of failing through the ones
+    before it, each failure a validation run of the suite. Keyed by the first plan, so a change of
+    the rules (another first analysis) or of the tests validated on starts afresh."""
+
+    analysis: RepoAnalysis
+    """The plan that validated."""
+    failed: int
+    """Plans that failed before it."""
+
+    @staticmethod
+    def path(cache_dir: Path | None, backend: str, sha: str, first: RepoAnalysis, tests: list[str], runs: int) -> Path:
+        key = hashlib.sha256("\0".join([backend, sha, first.model_dump_json(), *tests, str(runs)]).encode()).hexdigest()
+        return (cache_dir or default_cache_dir()).parent / "plans" / f"{sha[:12]}-{key[:16]}.json"
+
+
+def _remembered(memo: Path, attempt: Callable[[RepoAnalysis], EnvSpec], log: BuildLog) -> EnvSpec | None:
+    """The environment of the plan that validated last time, if it still does; None: run the plans."""
+    try:
+        known = _PlanMemo.model_validate_json(memo.read_text())
+    except (OSError, ValidationError):
+        return None  # none kept, or one no longer readable: the plans decide
+    log.begin(f"the plan that validated this commit before, after {known.failed} that failed: trying it first")
+    try:
+        return attempt(known.analysis)
+    except (InstallError, DiscoveryError, ValidateError) as exc:
+        log.begin(f"it failed now at {exc.stage}: {exc.message}; the rules' plans from the first")
+        return None
+
+
 def _launch(repo: str, out: Path, commit: str, backend: str, mirror: Path | None, cache_dir: Path | None,
             agent: SetupAgent | None, log: BuildLog, runs: int, test_timeout: float, tests: list[str]) -> EnvSpec:
     source, sha, when = _resolve(repo, commit, mirror, log)
@@ -304,13 +337,24 @@ def _launch(repo: str, out: Path, commit: str, backend: str, mirror: Path | None
     with _checkout(source, sha, log) as workdir:
         request = SetupRequest(repo=repo, source=source, commit=sha, backend=backend, analysis=None, stage="",
                                failure="", log_path=log.path, trajectory=out / "setup-agent.json")
+        plan_of: dict[int, RepoAnalysis] = {}  # id of a spec an attempt returned -> its plan
 
         def attempt(analysis: RepoAnalysis) -> EnvSpec:
-            return _attempt(repo, sha, workdir, source, out, analysis, request, builder, log, cache_dir, runs,
+            spec = _attempt(repo, sha, workdir, source, out, analysis, request, builder, log, cache_dir, runs,
                             test_timeout, tests)
+            plan_of[id(spec)] = analysis
+            return spec
 
         try:
-            spec = _by_rules(_analyse(workdir, when, log), workdir, when, backend, request, builder, log, attempt)
+            first = _analyse(workdir, when, log)
+            memo = _PlanMemo.path(cache_dir, backend, sha, first, tests, runs)
+            spec = _remembered(memo, attempt, log) or _by_rules(first, workdir, when, backend, request, builder, log,
+                                                               attempt)
+            if spec.attempts and id(spec) in plan_of:
+                memo.parent.mkdir(parents=True, exist_ok=True)
+                written = memo.with_name(f".{memo.name}.{os.getpid()}.{threading.get_ident()}")
+                written.write_text(_PlanMemo(analysis=plan_of[id(spec)], failed=len(spec.attempts)).model_dump_json())
+                written.replace(memo)  # whole or not at all, for a launch of the same commit beside
         except NoRuntimeError:
             raise  # no plan of commands brings a runtime the backend lacks
         except (AnalyseError, InstallError, DiscoveryError, ValidateError) as exc:

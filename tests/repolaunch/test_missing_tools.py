@@ -169,3 +169,18 @@ def test_tests_behind_an_option_are_turned_on_when_the_runner_finds_none(make_re
     log = (tmp_path / "out" / "build.log").read_text()
     assert len(spec.attempts) == 1 and "gave no test results" in spec.attempts[0], spec.attempts
     assert "No tests were found" in log and "trying again with tests on" in log
+
+
+@pytest.mark.tools("cmake", "gcc")
+def test_a_commit_launched_again_goes_to_the_plan_that_validated_it(make_repo, tmp_path: Path, env_cache: Path) -> None:
+    """The second launch of a commit whose first plan failed (a resumed evaluation, its empty-patch
+    pass) tries the plan that validated first, and finds it cached: no failing plan runs again."""
+    # a tree of its own: a commit of the same tree and date is the same commit, whose plan another test left
+    repo = make_repo("optional-tests-again", {**TESTS_OFF_BY_DEFAULT, "NOTES": "launched twice\n"}, DATE)
+    first = launch(str(repo), tmp_path / "first", backend="local", cache_dir=env_cache / "envs")
+    again = launch(str(repo), tmp_path / "again", backend="local", cache_dir=env_cache / "envs")
+    assert len(first.attempts) == 1 and again.test_status == first.test_status == {"adds": TestStatus.PASSED}
+    assert again.rebuild_commands == first.rebuild_commands
+    log = (tmp_path / "again" / "build.log").read_text()
+    assert "the plan that validated this commit before, after 1 that failed: trying it first" in log
+    assert "No tests were found" not in log and "validated spec cache hit" in log
