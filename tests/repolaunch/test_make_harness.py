@@ -37,6 +37,24 @@ def _diff(repo: Path, files: dict[str, str]) -> str:
     return patch
 
 
+def _sub_adds(tmp_path: Path, instance_id: str, makefile: str) -> tuple[Path, Path]:
+    """A project whose `sub` adds, committed, and a one-instance suite of it: the test patch makes the
+    silent self-test check `sub` (only the command's exit status tells), the fix makes it subtract;
+    FAIL_TO_PASS is the command itself, PASS_TO_PASS `testOrder`. (repository, suite file)."""
+    repo = write_tree(tmp_path / instance_id, {"Makefile": makefile, "selftest.c": SELFTEST, "calc.c": CALC,
+                                               "pool.c": POOL, ".gitignore": GITIGNORE})
+    base = commit_all(repo, "sub adds", DATE)
+    test_patch = _diff(repo, {"selftest.c": SELFTEST.replace("  return 0;\n}", "  if (sub(3, 1) != 2) return 1;\n  return 0;\n}")})
+    fix = _diff(repo, {"calc.c": CALC.replace("int sub(int a, int b) { return a + b; }",
+                                              "int sub(int a, int b) { return a - b; }")})
+    record = {"instance_id": instance_id, "repo": str(repo), "base_commit": base, "patch": fix, "test_patch": test_patch,
+              "problem_statement": "sub adds", "FAIL_TO_PASS": json.dumps([WHOLE_SUITE]),
+              "PASS_TO_PASS": json.dumps(["testOrder"])}
+    suite = tmp_path / "suite.jsonl"
+    suite.write_text(json.dumps(record) + "\n")
+    return repo, suite
+
+
 def test_the_test_target_is_preferred_to_a_quick_check(tmp_path: Path) -> None:
     repo = write_tree(tmp_path, {"Makefile": MAKEFILE, "selftest.c": SELFTEST, "calc.c": CALC, "pool.c": POOL})
     a = analyse(repo)
@@ -60,18 +78,7 @@ def test_a_run_without_per_test_lines_is_one_test_the_command(tmp_path: Path, en
 def test_the_listed_whole_suite_is_graded_on_the_commands_exit_status(tmp_path: Path, env_cache: Path, backend: str,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SWEDOJO_CACHE", str(env_cache))
-    repo = write_tree(tmp_path / "calc", {"Makefile": MAKEFILE, "selftest.c": SELFTEST, "calc.c": CALC, "pool.c": POOL,
-                                          ".gitignore": GITIGNORE})
-    base = commit_all(repo, "sub adds", DATE)
-    # The test patch makes the silent self-test check `sub`: only the command's exit status tells.
-    test_patch = _diff(repo, {"selftest.c": SELFTEST.replace("  return 0;\n}", "  if (sub(3, 1) != 2) return 1;\n  return 0;\n}")})
-    fix = _diff(repo, {"calc.c": CALC.replace("int sub(int a, int b) { return a + b; }",
-                                              "int sub(int a, int b) { return a - b; }")})
-    record = {"instance_id": "calc-1", "repo": str(repo), "base_commit": base, "patch": fix, "test_patch": test_patch,
-              "problem_statement": "sub adds", "FAIL_TO_PASS": json.dumps([WHOLE_SUITE]),
-              "PASS_TO_PASS": json.dumps(["testOrder"])}
-    suite = tmp_path / "suite.jsonl"
-    suite.write_text(json.dumps(record) + "\n")
+    _, suite = _sub_adds(tmp_path, "calc-1", MAKEFILE)
     runner = CliRunner()
     common = ["eval", "--suite", str(suite), "--backend", backend, "--rewards", "resolved", "--workers", "1"]
     for policy, status, verdict in [("gold", "resolved", "PASSED"), ("empty", "empty_patch", "FAILED")]:
@@ -93,19 +100,8 @@ def test_a_suite_slower_than_the_graded_limit_runs_for_a_multiple_of_its_validat
     monkeypatch.setenv("SWEDOJO_CACHE", str(env_cache))
     monkeypatch.setattr(grading, "TEST_TIMEOUT_S", 1.0)  # the fixed limit, below the suite's 2 s
     monkeypatch.setattr(run, "SUITE_TIME_MARGIN_S", 0.0)  # so the hang below is cut in seconds
-    slow = MAKEFILE.replace("test: all\n", "test: all\n\tsleep 2\n")
-    repo = write_tree(tmp_path / "slow", {"Makefile": slow, "selftest.c": SELFTEST, "calc.c": CALC, "pool.c": POOL,
-                                          ".gitignore": GITIGNORE})
-    base = commit_all(repo, "sub adds", DATE)
-    test_patch = _diff(repo, {"selftest.c": SELFTEST.replace("  return 0;\n}", "  if (sub(3, 1) != 2) return 1;\n  return 0;\n}")})
-    fix = _diff(repo, {"calc.c": CALC.replace("int sub(int a, int b) { return a + b; }",
-                                              "int sub(int a, int b) { return a - b; }")})
+    repo, suite = _sub_adds(tmp_path, "slow-1", MAKEFILE.replace("test: all\n", "test: all\n\tsleep 2\n"))
     hang = _diff(repo, {"calc.c": CALC.replace("int sub(int a, int b) { return a + b; }", "int sub(int a, int b) { for (;;); }")})
-    record = {"instance_id": "slow-1", "repo": str(repo), "base_commit": base, "patch": fix, "test_patch": test_patch,
-              "problem_statement": "sub adds", "FAIL_TO_PASS": json.dumps([WHOLE_SUITE]),
-              "PASS_TO_PASS": json.dumps(["testOrder"])}
-    suite = tmp_path / "suite.jsonl"
-    suite.write_text(json.dumps(record) + "\n")
     predictions = tmp_path / "hang.json"
     predictions.write_text(json.dumps([{"instance_id": "slow-1", "model_patch": hang, "model_name_or_path": "hang"}]))
     common = ["eval", "--suite", str(suite), "--backend", "local", "--rewards", "resolved", "--workers", "1"]
