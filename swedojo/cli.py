@@ -237,6 +237,18 @@ def _first_interrupt_stops(stop: threading.Event) -> Iterator[None]:
         signal.signal(signal.SIGINT, previous)
 
 
+@contextmanager
+def _ctrl_c_interrupts() -> Iterator[None]:
+    """Inside the block SIGINT raises KeyboardInterrupt even where the process started with it ignored
+    (a background job of a non-interactive shell does, and Python then installs no handler), so a
+    `kill -INT` stops a run as Ctrl-C does, as it stops `dojo eval`."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 @app.command("eval")
 def eval_command(
     ctx: typer.Context,
@@ -540,7 +552,7 @@ def run_command(
         settings = RunSettings.checked(suite=source, out=out, policy="model", model=model, api_key_env=api_key_env,
                                        agent=_agent_config(max_steps, 0.0, cost_limit, token_limit),
                                        backend=backend or "local", launch=launch)
-        with shown(console, lambda: doing[0]), reporting(lambda what: doing.__setitem__(0, what)):
+        with _ctrl_c_interrupts(), shown(console, lambda: doing[0]), reporting(lambda what: doing.__setitem__(0, what)):
             result = evaluate_issue(settings, repo, text, commit=commit, spec=spec, on_step=show)
     except LaunchError as exc:
         console.print(f"[red]error:[/red] no environment for {repo}: {escape(str(exc))}; pass one with --env, or "

@@ -18,6 +18,12 @@ ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "COLUMNS": "400", "PYTHONPATH": str(ROOT)}  # this checkout's code, one line per message
 
 
+def _as_a_background_job() -> None:
+    """Start the child as `cmd &` in a non-interactive shell does (CI's own runner may): SIGINT ignored,
+    so Python installs no KeyboardInterrupt handler of its own; the command must install one."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _results(out: Path) -> set[str]:
     lines = (out / "results.jsonl").read_text().splitlines() if (out / "results.jsonl").is_file() else []
     return {json.loads(line)["instance_id"] for line in lines}
@@ -69,7 +75,7 @@ def test_ctrl_c_during_dojo_run_keeps_the_steps_and_diff_so_far_and_prints_no_su
     out = tmp_path / "run"
     proc = subprocess.Popen([DOJO, "run", "--repo", str(mirror / task.repo), "--issue-text", "clamp is wrong",
                              "--model", f"scripted:{script}", "--out", str(out), "--no-launch"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV, preexec_fn=_as_a_background_job)
     saved = out / "trajectories"
     while proc.poll() is None and not any(json.loads(p.read_text())["steps"] for p in saved.glob("*.json")):
         time.sleep(0.05)
@@ -111,7 +117,7 @@ def test_ctrl_c_while_dojo_run_launches_the_environment_is_recorded_as_interrupt
     out = tmp_path / "run"
     proc = subprocess.Popen([DOJO, "run", "--repo", str(repo), "--issue-text", "it is slow", "--model", "tiny:glm_moe_dsa",
                              "--out", str(out), "--backend", "local"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV, preexec_fn=_as_a_background_job)
     build_log = out / "environment"
     deadline = time.monotonic() + 300
     while proc.poll() is None and "validating" not in "".join(p.read_text() for p in build_log.rglob("build.log")):
