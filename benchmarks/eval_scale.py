@@ -135,6 +135,7 @@ class Parts:
 
     def _gen_units(self, name: str, units: list[GenUnit], out: Path, address: str | None) -> ManyResult:
         result = generate_many(units, out, gen_unit_runner("ray" if address else "local", address))
+        print(f"  {name} units: " + ", ".join(f"{u.name} {u.seconds:.0f} s" for u in result.units), flush=True)
         failed = [f"{u.name}: {u.error}" for u in result.units if u.error]
         if failed:
             sys.exit(f"gen {name}: units failed: {'; '.join(failed)}")

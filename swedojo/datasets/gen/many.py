@@ -17,6 +17,7 @@ so `dojo eval --suite OUT/suite.jsonl` finds them as it does for one repository.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -96,6 +97,8 @@ class UnitState(BaseModel):
     """Tasks kept so far."""
     error: str = ""
     """Why its last run failed, if it did."""
+    seconds: float = 0.0
+    """Wall time of its last run, where it ran (the launch of its environment included)."""
 
 
 class Provenance(BaseModel):
@@ -182,12 +185,14 @@ def run_unit(unit: GenUnit) -> UnitState:
     if state.done:
         return state
     state = state.model_copy(update={"runs": state.runs + 1, "error": ""})
+    started = time.monotonic()
     try:
         result = generate(unit.repo, unit.mode, unit.settings, unit.mirror)
         state = state.model_copy(update={"done": not result.counts.interrupted, "kept": len(result.instances)})
     except UNIT_ERRORS as exc:
         why = f"{exc.stage}: {exc.message}" if isinstance(exc, LaunchError) else str(exc)
         state = state.model_copy(update={"done": False, "error": f"{type(exc).__name__}: {why}"})
+    state.seconds = round(time.monotonic() - started, 1)
     _write_atomically(unit.state_path, state.model_dump_json(indent=1))
     return state
 

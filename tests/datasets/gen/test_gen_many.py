@@ -60,6 +60,7 @@ def test_several_repos_give_one_merged_suite_with_provenance_and_each_ones_own_t
         assert (out / row["provenance"]["unit"] / "journal").is_dir()  # the unit's own journal, as alone
     assert {name: (u["done"], u["runs"], u["kept"]) for name, u in _units(out).items()} == {
         "acme/widgets": (True, 1, 1), "acme/shapes": (True, 1, 1)}
+    assert all(u["seconds"] > 0 for u in _units(out).values())  # where the run's time went, unit by unit
     assert json.loads((out / "yield.json").read_text())["kept_by_repo"] == {"acme/shapes": 1, "acme/widgets": 1}
     # `dojo eval` finds the units' repos through OUT/repos, as it does next to one repo's suite
     assert {i.instance_id for i in load_suite_file(out / "suite.jsonl").instances} == {r["instance_id"] for r in rows}
