@@ -51,6 +51,9 @@ RAY_CONNECT_TIMEOUT_S = 10.0
 """How long `--address` may take to accept a connection before the run gives up: `ray.init` itself
 retries a cluster that does not answer for ever."""
 
+STOP_POLL_S = 0.5
+"""How often a `RaySession.call` waiting for its task looks whether its caller stopped it."""
+
 
 def _host_port(address: str) -> tuple[str, int] | None:
     """(host, port) of a `host:port` address; None for other forms (`auto`, `ray://...`)."""
@@ -375,10 +378,17 @@ class RaySession:
         self._started = RayExecutor(address, workers)._connect(self._ray)
         self._task = self._ray.remote(num_cpus=1, max_retries=RAY_TASK_RETRIES)(run_unit_on_ray_worker)
 
-    def call(self, fn: Callable[[W], R], item: W, paths: list[Path], lost: Callable[[W, str], R]) -> R:
+    def call(self, fn: Callable[[W], R], item: W, paths: list[Path], lost: Callable[[W, str], R],
+             stopped: Callable[[], bool] = lambda: False) -> R:
         """`fn(item)` on a node that sees `paths`; a task Ray gave up on (its node lost, retries spent)
-        is `lost(item, why)`."""
-        return _mapped(self._ray, self._task.remote(fn, item, paths), item, lost)
+        is `lost(item, why)`. Once `stopped()` holds, the task is cancelled where it runs (a
+        KeyboardInterrupt there: its sandboxes close as it unwinds) and the call returns `lost` at once."""
+        ref = self._task.remote(fn, item, paths)
+        while not self._ray.wait([ref], timeout=STOP_POLL_S)[0]:
+            if stopped():
+                self._ray.cancel(ref)
+                return lost(item, "stopped: its task was cancelled")
+        return _mapped(self._ray, ref, item, lost)
 
     def close(self) -> None:
         if self._started:

@@ -11,16 +11,19 @@ grading run as a Ray task on a node of the cluster (`run_sample`, its environmen
 the batch's settings), while the service stays the single writer of batches, groups, weight
 versions and samples: the worker thread that launched a sample waits for its task and records it
 as before. The nodes share the service's paths (the batch directories, the mirror), and the model
-must be one they can all reach (a served or provider model; an in-process one is refused). A
-cancelled batch's running tasks finish on their nodes and are not reported.
+must be one they can all reach (a served or provider model; an in-process one is refused).
+Cancelling a batch cancels its running tasks on their nodes (their sandboxes close there) and frees
+the worker threads waiting for them.
 """
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeoutError
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -121,6 +124,9 @@ _ON_NODE: dict[str, EnvironmentResolver | ModelBackend] = {}
 kept) and model clients (by spec), made once."""
 _ON_NODE_LOCK = threading.Lock()
 
+CANCEL_POLL_S = 0.5
+"""How long a sample's Ray task may wait in C between chances to hear that it is cancelled."""
+
 
 def _once(key: str, make: Callable[[], EnvironmentResolver | ModelBackend]) -> Any:
     with _ON_NODE_LOCK:
@@ -138,8 +144,24 @@ def run_sample(work: SampleWork) -> InstanceResult:
                   lambda: load_backend(work.model, **({"api_key_env": work.api_key_env} if remote else {})))
     rewards = settings.reward_config()
     baselines = BaselineCache(settings.out / "baselines") if rewards else None
-    return run_instance(work.instance, resolver, ModelPolicy(model, work.agent), work.path, rewards, baselines,
-                        seed=work.seed)
+    scope = SandboxScope()
+
+    def episode() -> InstanceResult:
+        with scoped(scope):
+            return run_instance(work.instance, resolver, ModelPolicy(model, work.agent), work.path, rewards, baselines,
+                                seed=work.seed)
+
+    # The episode runs in a thread so that this one stays free to hear `ray.cancel` (a KeyboardInterrupt
+    # raised here between bytecodes, which a command waited for in C would never reach).
+    with ThreadPoolExecutor(1, thread_name_prefix="swedojo-sample") as pool:
+        future = pool.submit(episode)
+        try:
+            while True:
+                with contextlib.suppress(FutureTimeoutError):
+                    return future.result(timeout=CANCEL_POLL_S)
+        except KeyboardInterrupt:  # the batch was cancelled: its sandboxes close, and the episode unwinds
+            scope.close("the sample's batch was cancelled")
+            raise
 
 
 def _lost(work: SampleWork, why: str) -> InstanceResult:
@@ -417,7 +439,8 @@ class RolloutService:
                 work = SampleWork(instance=instance, settings=batch.settings, model=batch.request.model,
                                   api_key_env=self.limits.api_key_env, agent=batch.policy.config, path=path, seed=seed)
                 shared = [batch.directory, *([batch.settings.mirror] if batch.settings.mirror else [])]
-                result = self.ray.call(run_sample, work, shared, _lost)
+                result = self.ray.call(run_sample, work, shared, _lost,
+                                       stopped=lambda: batch.state != BatchState.RUNNING)
             else:
                 with scoped(batch.scope):
                     result = run_instance(instance, batch.resolver, batch.policy, path, batch.rewards, batch.baselines,

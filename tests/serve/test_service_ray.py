@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -50,3 +51,34 @@ def test_samples_run_on_the_clusters_nodes_and_a_node_lost_under_them_loses_and_
     assert report["state"] == "finished" and report["samples_started"] == 2 and report["infra_failures"] == 0
     logged = [json.loads(line) for line in (Path(report["directory"]) / "samples.jsonl").read_text().splitlines()]
     assert sorted(s["sample_id"] for s in logged) == sorted(s["sample_id"] for s in samples)  # each once
+
+
+def test_cancelling_a_batch_cancels_its_tasks_on_the_nodes_and_frees_the_service(serve, tmp_path):
+    import ray
+    from raycluster import RayCluster
+
+    from swedojo.executors import RaySession
+
+    gate, after_gate = Gate(84), Gate(85)
+    mirror, suite = calc_suite(tmp_path)
+    (tmp_path / "after").mkdir()
+    with RayCluster(head_cpus=0) as cluster:
+        cluster.add_node("second", cpus=2)
+        cluster.connect(ray)
+        try:
+            cluster.wait_for(ray, alive=2)
+            client = serve(max_concurrent=2, mirror=mirror, ray=RaySession(cluster.address))
+            held = client.call("POST", "/batches", {"suite": str(suite), "group_size": 2, "launch": False,
+                                                    "model": gated_solver(tmp_path, gate), "rewards": "resolved"})
+            gate.wait(2)  # both samples in flight on `second`, filling the service's two worker threads
+            with urllib.request.urlopen(client.request("DELETE", f"/batches/{held['batch_id']}")) as response:
+                assert json.load(response)["state"] == "cancelled"
+            assert gate.gone()  # the tasks were cancelled on the node: the commands in their sandboxes went
+            after = client.call("POST", "/batches", {"suite": str(suite), "group_size": 2, "launch": False,
+                                                     "model": gated_solver(tmp_path / "after", after_gate), "rewards": "resolved"})
+            after_gate.release(2)  # runs only if the cancelled samples' threads were freed
+            groups = client.stream(after["batch_id"])
+        finally:
+            ray.shutdown()
+    assert [s["status"] for s in groups[0]["samples"]] == ["resolved", "resolved"]
+    assert client.call("GET", f"/batches/{held['batch_id']}")["groups_done"] == 0
