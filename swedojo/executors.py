@@ -381,8 +381,9 @@ class RaySession:
     def call(self, fn: Callable[[W], R], item: W, paths: list[Path], lost: Callable[[W, str], R],
              stopped: Callable[[], bool] = lambda: False) -> R:
         """`fn(item)` on a node that sees `paths`; a task Ray gave up on (its node lost, retries spent)
-        is `lost(item, why)`. Once `stopped()` holds, the task is cancelled where it runs (a
-        KeyboardInterrupt there: its sandboxes close as it unwinds) and the call returns `lost` at once."""
+        is `lost(item, why)`. Once `stopped()` holds, the task is cancelled where it runs (`ray.cancel`:
+        a KeyboardInterrupt in it, on which `serve.service.run_sample` closes its sandboxes) and the call
+        returns `lost` at once."""
         ref = self._task.remote(fn, item, paths)
         while not self._ray.wait([ref], timeout=STOP_POLL_S)[0]:
             if stopped():
