@@ -15,6 +15,7 @@ and a task on a node that cannot see them ends the run with `SharedFilesystemErr
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import threading
 from collections.abc import Callable, Iterable, Iterator
@@ -225,6 +226,11 @@ def run_on_ray_worker(work: InstanceWork, instance: TaskInstance, board: Any) ->
 
 def run_unit_on_ray_worker(fn: Callable[[W], R], item: W, paths: list[Path]) -> R:
     """The body of one `RayExecutor.map` task: check the item's paths are visible here, then run it."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        # `ray.cancel` raises KeyboardInterrupt in the task through `_thread.interrupt_main`, which does
+        # nothing where SIGINT is ignored, as in every process of a node started by `ray start &` in a
+        # non-interactive shell: the task would run on, uncancellable
+        signal.signal(signal.SIGINT, signal.default_int_handler)
     for path in paths:
         if not path.is_dir():
             raise SharedFilesystemError(

@@ -53,6 +53,10 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
+def _ignore_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 class RayCluster:
     """`with RayCluster() as cluster:` starts the head (`head_cpus`, 0: it runs no instance);
     `add_node` adds worker nodes; `address` is what `--address` takes."""
@@ -80,14 +84,18 @@ class RayCluster:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def add_node(self, name: str, cpus: int = 1, ip: str = "127.0.0.2", cores: set[int] | None = None) -> None:
+    def add_node(self, name: str, cpus: int = 1, ip: str = "127.0.0.2", cores: set[int] | None = None,
+                 sigint_ignored: bool = False) -> None:
         """A worker node named `name` (`ray start --node-name`), on its own loopback address so
         that a driver here never attaches to it (killing it must not kill the driver). `cores`: the
         CPU cores every process of the node (raylet, workers, their sandboxes) may run on, as on a
-        machine of its own with that many cores; None: any core of this machine."""
-        self._start(name, cpus, ip, f"--address={self.address}", cores=cores)
+        machine of its own with that many cores; None: any core of this machine. `sigint_ignored`:
+        started as `ray start &` in a non-interactive shell starts it, every process of the node with
+        SIGINT ignored."""
+        self._start(name, cpus, ip, f"--address={self.address}", cores=cores, sigint_ignored=sigint_ignored)
 
-    def _start(self, name: str, cpus: int, ip: str, *args: str, cores: set[int] | None = None) -> None:
+    def _start(self, name: str, cpus: int, ip: str, *args: str, cores: set[int] | None = None,
+               sigint_ignored: bool = False) -> None:
         ports = {option: _free_port() for option in ("--node-manager-port", "--object-manager-port",
                                                       "--dashboard-agent-listen-port", "--dashboard-agent-grpc-port",
                                                       "--runtime-env-agent-port", "--metrics-export-port")}
@@ -98,7 +106,8 @@ class RayCluster:
         if cores:  # taskset execs `ray start`: the node's process is still the one started here
             command = ["taskset", "--cpu-list", ",".join(map(str, sorted(cores))), *command]
         self.nodes[name] = subprocess.Popen(command, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                            start_new_session=True)
+                                            start_new_session=True,
+                                            preexec_fn=_ignore_sigint if sigint_ignored else None)
 
     def log(self, name: str) -> str:
         return (self.root / f"{name}.log").read_text(errors="replace")

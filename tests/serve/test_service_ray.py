@@ -63,7 +63,7 @@ def test_cancelling_a_batch_cancels_its_tasks_on_the_nodes_and_frees_the_service
     mirror, suite = calc_suite(tmp_path)
     (tmp_path / "after").mkdir()
     with RayCluster(head_cpus=0) as cluster:
-        cluster.add_node("second", cpus=2)
+        cluster.add_node("second", cpus=2, sigint_ignored=True)  # Ray's cancel must still reach its tasks
         cluster.connect(ray)
         try:
             cluster.wait_for(ray, alive=2)
