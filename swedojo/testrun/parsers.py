@@ -10,8 +10,8 @@ and one line in `PARSERS`, plus one in `SUMMARIES` where its framework prints to
 
 Test ids per framework: pytest node ids; `Class#method` for surefire; `package::Test/sub` for Go;
 `binary::path` for cargo; the ctest name; `file::Suite > test` for jest and vitest, `file::Suite
-test` (mocha's full title) for mocha (file is the base name: absolute paths differ between
-machines); `Suite > test` for TAP (node's test runner, ava), `file > test > subtest` for node-tap;
+test` (mocha's full title) for mocha (file is the path from the work tree, `_test_file`);
+`Suite > test` for TAP (node's test runner, ava), `file > test > subtest` for node-tap;
 `file > Suite` for uvu (which names only failing tests); the test's name for tape; `test_a (module.Class)` for unittest and
 the runners built on it.
 """
@@ -299,13 +299,23 @@ def _js_string(value: Any) -> str:
     return "" if value is None else value if isinstance(value, str) else json.dumps(value)
 
 
+def _test_file(path: str) -> str:
+    """A JavaScript test file as ids name it: the path from the work tree as the run's log gives it
+    (the run strips the work tree's own path from the log), so that two files of one name in two
+    directories (`test/timezone.test.js`, `test/plugin/timezone.test.js`) stay two tests; a path
+    still absolute (a file outside the work tree) keeps its name alone, the part that is the same on
+    every machine."""
+    file = PurePosixPath(path)
+    return file.name if file.is_absolute() else str(file)
+
+
 def _jest_report(report: dict[str, Any]) -> dict[str, TestStatus]:
     statuses = {"passed": TestStatus.PASSED, "failed": TestStatus.FAILED, "pending": TestStatus.SKIPPED,
                 "skipped": TestStatus.SKIPPED, "todo": TestStatus.SKIPPED, "disabled": TestStatus.SKIPPED}
     results: dict[str, TestStatus] = {}
     seen: Counter[str] = Counter()
     for suite in report.get("testResults", []):
-        file = PurePosixPath(suite.get("name") or suite.get("testFilePath") or "").name
+        file = _test_file(suite.get("name") or suite.get("testFilePath") or "")
         assertions = suite.get("assertionResults") or []
         if not assertions and suite.get("status") == "failed":
             _record(results, file, TestStatus.ERROR)  # the file failed to load: no test ran
@@ -360,7 +370,7 @@ def summary_jest(log: str) -> Counts | None:
 
 def _mocha_id(case: dict[str, Any]) -> str:
     """`file::fullTitle` (mocha joins the suite and test titles with spaces, as `--grep` matches)."""
-    return f"{PurePosixPath(case.get('file') or '').name}::{case.get('fullTitle', '')}"
+    return f"{_test_file(case.get('file') or '')}::{case.get('fullTitle', '')}"
 
 
 def parse_mocha(log: str) -> dict[str, TestStatus]:

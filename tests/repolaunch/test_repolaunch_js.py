@@ -118,8 +118,8 @@ t.test('later', { skip: true }, t => { t.end(); });
 }
 CASES = {
     "mocha": (MOCHA, "npx mocha test/ --reporter json", {
-        "math.spec.js::math adds": P, "math.spec.js::math known bug": F, "math.spec.js::math later": S,
-        "math.spec.js::math inner nests": P}),
+        "test/math.spec.js::math adds": P, "test/math.spec.js::math known bug": F, "test/math.spec.js::math later": S,
+        "test/math.spec.js::math inner nests": P}),
     "tap": (NODE_TEST, "node --test --test-reporter=tap test/", {
         "adds": P, "known bug": F, "later": S, "group > nests": P}),
     "jest": (JEST, "npx jest --verbose --ci --json", {
@@ -128,8 +128,8 @@ CASES = {
     "node-tap": (NODE_TAP, "npx tap test/*.js --reporter=tap --disable-coverage", {
         "test/math.js > adds": P, "test/math.js > known bug": F, "test/math.js > later": S}),
     "vitest": (VITEST, "npx vitest run --reporter=json", {
-        "math.test.js::math > adds": P, "math.test.js::math > known bug": F, "math.test.js::math > later": S,
-        "math.test.js::top": P, "math.test.js::top (2)": F}),  # a second test of one name is told apart
+        "test/math.test.js::math > adds": P, "test/math.test.js::math > known bug": F, "test/math.test.js::math > later": S,
+        "test/math.test.js::top": P, "test/math.test.js::top (2)": F}),  # a second test of one name is told apart
 }
 
 
@@ -164,7 +164,7 @@ def test_every_invocation_of_the_runner_the_script_makes_is_graded(make_repo, tm
     spec = _launch(make_repo("zoned", ZONED, NOW), tmp_path / "out", "local", env_cache)
     assert spec.test_command == ("s=0; TZ=Pacific/Auckland npx jest test/zone.test.js --coverage=false --ci --json || s=1; "
                                  "npx jest --ci --json || s=1; exit $s")
-    assert spec.test_status == {"zone.test.js::noon is noon": F, "math.test.js::adds": P}
+    assert spec.test_status == {"test/zone.test.js::noon is noon": F, "test/math.test.js::adds": P}
     assert "count check" not in (tmp_path / "out" / "build.log").read_text()  # the reports' counts are summed
 
 
@@ -256,9 +256,9 @@ def test_fail_fast_options_leave_the_graded_command(make_repo, tmp_path: Path, e
                                   "it('passes after', () => {}); });\n"}
     spec = _launch(make_repo("bail", files, NOW), tmp_path / "out", "local", env_cache)
     assert "--bail" not in spec.test_command and spec.test_command.endswith("--no-bail")
-    assert spec.test_status["more.spec.js::more fails too"] == F
-    assert spec.test_status["more.spec.js::more passes after"] == P
-    assert spec.test_status["math.spec.js::math known bug"] == F
+    assert spec.test_status["test/more.spec.js::more fails too"] == F
+    assert spec.test_status["test/more.spec.js::more passes after"] == P
+    assert spec.test_status["test/math.spec.js::math known bug"] == F
     log = (tmp_path / "out" / "build.log").read_text()
     assert "fail-fast options dropped from graded runs: --bail" in log and ".mocharc.json sets" in log
 
@@ -304,9 +304,9 @@ NODE_OPTIONS_JEST = {
 
 @pytest.mark.parametrize(("files", "command", "statuses"), [
     (CHAINED, "NODE_ENV=test npx mocha test/unit/ --reporter json",
-     {"env.spec.js::sees its environment": P}),
+     {"test/unit/env.spec.js::sees its environment": P}),
     (NODE_OPTIONS_JEST, "node --experimental-vm-modules node_modules/jest/bin/jest.js --ci --json",
-     {"add.test.js::adds": P}),
+     {"test/add.test.js::adds": P}),
 ], ids=["chained-scripts", "node-started-runner"])
 def test_the_runner_runs_as_the_project_runs_it(make_repo, tmp_path: Path, env_cache: Path, npm_env: dict,
                                                files: dict[str, str], command: str,

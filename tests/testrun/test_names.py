@@ -1,6 +1,10 @@
 """Multi-SWE-bench's test names (its per-repository parsers' forms) matched to our parsers' ids."""
 
+import json
+
+from swedojo.schema import TestStatus
 from swedojo.testrun.names import ListedMatch, match_listed
+from swedojo.testrun.parsers import parse_log
 
 JEST_IDS = [
     "timezone.test.js::TZ with Locale",
@@ -114,3 +118,28 @@ def test_a_title_is_matched_whatever_its_trailing_white_space() -> None:
     seen = ["app.locals.js::app.locals .settings should contain app settings "]
     found = match_listed(["should contain app settings"], seen, "mocha")
     assert found.unmatched == [] and found.matched["should contain app settings"].ids == seen
+
+
+def test_two_test_files_of_one_name_in_two_directories_stay_two_files():
+    """Seen on a jest suite (`test/timezone.test.js` passes, `test/plugin/timezone.test.js` fails at
+    the commit): with ids keeping a file's name alone, the listed passing file took the other's
+    failures and gold was graded unresolved. Ids keep the path from the work tree (the run strips
+    the work tree's own path from the log)."""
+    def suite(name, status):
+        return {"name": name, "status": status, "assertionResults": [
+            {"ancestorTitles": ["DST"], "title": "Diff (DST)", "status": status}]}
+
+    report = {"numTotalTests": 2, "numPassedTests": 1, "numFailedTests": 1, "numPendingTests": 0,
+              "testResults": [suite("test/timezone.test.js", "passed"), suite("test/plugin/timezone.test.js", "failed")]}
+    statuses = parse_log("jest", json.dumps(report))
+    assert statuses == {"test/timezone.test.js::DST > Diff (DST)": TestStatus.PASSED,
+                        "test/plugin/timezone.test.js::DST > Diff (DST)": TestStatus.FAILED}
+    rules, unmatched = _rules(["test/timezone.test.js", "test/plugin/timezone.test.js:Diff (DST)"], statuses, "jest")
+    assert rules == {"test/timezone.test.js": ("whole file", ["test/timezone.test.js::DST > Diff (DST)"]),
+                     "test/plugin/timezone.test.js:Diff (DST)": (
+                         "file and title", ["test/plugin/timezone.test.js::DST > Diff (DST)"])}
+    assert unmatched == []
+    # a name given from a package's directory still finds its file; a file's name alone names both
+    rules, _ = _rules(["plugin/timezone.test.js", "timezone.test.js"], statuses, "jest")
+    assert rules["plugin/timezone.test.js"][1] == ["test/plugin/timezone.test.js::DST > Diff (DST)"]
+    assert len(rules["timezone.test.js"][1]) == 2
