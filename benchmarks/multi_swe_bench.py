@@ -7,7 +7,8 @@ benchmark names what is missing and exits 2. Nothing of theirs is in this projec
 
 Runs `dojo eval --policy gold` (environments built: cold), then `--policy empty` (cached: warm),
 and reports per repository the resolved counts, listed test names that matched no test of our
-parser's log (`unmatched_tests`), environments built and reused, median build and grading time, and
+parser's log (`unmatched_tests`), listed passing tests left out because the environment fails them
+at the base commit where the benchmark's run passed them (`fails_at_base`), environments built and reused, median build and grading time, and
 every instance gold does not resolve with its reason. `--per-repo N` takes the first N instances of
 each repository, after the first `--skip K` (a long suite measured in parts). Last line: `RESULT ...`.
 """
@@ -67,6 +68,7 @@ def main() -> int:
                for r in records}
     per_repo: dict[str, Counter] = defaultdict(Counter)
     unmatched: dict[str, set[str]] = defaultdict(set)
+    at_base: dict[str, set[str]] = defaultdict(set)
     for iid, result in gold.items():
         counts = per_repo[repo_of[iid]]
         counts["total"] += 1
@@ -74,11 +76,13 @@ def main() -> int:
         counts["empty"] += empty.get(iid, {}).get("resolved", False)
         counts["infra"] += result["status"] == "infra_error"
         unmatched[repo_of[iid]] |= set(result.get("report", {}).get("unmatched_tests", []))
+        at_base[repo_of[iid]] |= {f"{iid}: {t}" for t in result.get("report", {}).get("fails_at_base", {})}
     for repo, counts in sorted(per_repo.items()):
         names = sorted(unmatched[repo])
         print(f"{repo}: gold {counts['gold']}/{counts['total']}, empty {counts['empty']}/{counts['total']}, "
               f"infra_error {counts['infra']}, unmatched test names {len(names)}"
-              + (f" ({', '.join(names[:5])}{' ...' if len(names) > 5 else ''})" if names else ""))
+              + (f" ({', '.join(names[:5])}{' ...' if len(names) > 5 else ''})" if names else "")
+              + (f"; left out, failing at base here only: {', '.join(sorted(at_base[repo]))}" if at_base[repo] else ""))
     cold, built, reused = swebench._environments(args.out / "gold")
     grading = [r["report"]["duration_s"] for r in gold.values() if r.get("report", {}).get("duration_s")]
     print(f"environments: {built} built, {reused} reused; build median {statistics.median(cold or [0]):.0f}s; "
@@ -88,7 +92,8 @@ def main() -> int:
     empty_resolved = sum(r["resolved"] for r in empty.values())
     print(f"RESULT gold_resolved={gold_resolved} gold_total={len(gold)} empty_resolved={empty_resolved} "
           f"infra_errors={sum(c['infra'] for c in per_repo.values())} "
-          f"unmatched_names={sum(len(v) for v in unmatched.values())} envs_built={built} envs_reused={reused} "
+          f"unmatched_names={sum(len(v) for v in unmatched.values())} "
+          f"fails_at_base={sum(len(v) for v in at_base.values())} envs_built={built} envs_reused={reused} "
           f"build_median_s={statistics.median(cold or [0]):.0f} grading_median_s={statistics.median(grading or [0]):.1f}")
     return 0 if gold_resolved == len(gold) and empty_resolved == 0 else 1
 

@@ -462,6 +462,7 @@ def _tests_section(result: InstanceResult) -> str:
         parts.append(f'<details class="tests" id="tests-{label}"{open_}><summary>{label}: {passed} of {len(statuses)} passed'
                      f"</summary><table><tbody>{lines}</tbody></table></details>")
     extras = (("modules missing from the environment", report.missing_modules), ("left out: need the network", report.needs_network),
+              ("left out: fail in this environment at the base commit, passed there in the benchmark's run", report.fails_at_base),
               ("not scorable: the environment cannot run them, with the reference patch either", report.environment_gaps),
               ("left out: not tests", report.not_tests), ("test infrastructure put back", report.restored),
               ("listed names that match no test of the log (counted as failed)", report.unmatched_tests))

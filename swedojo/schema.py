@@ -323,6 +323,9 @@ class EnvSpec(BaseModel):
     """Dependencies were resolved as of this date (the commit date)."""
     test_status: dict[str, TestStatus] = Field(default_factory=dict)
     """Baseline status of every test at `commit`."""
+    ids_revision: int = 0
+    """The parsers' id revision its `test_status` was read with (`testrun.parsers.IDS_REVISION`); a
+    cached spec of another revision is validated again, so a baseline keeps the ids grading reads."""
     flaky_tests: list[str] = Field(default_factory=list)
     """Tests whose status differed between validation runs."""
     network_tests: list[str] = Field(default_factory=list)
@@ -579,6 +582,11 @@ class RewardReport(BaseModel):
     needs_network: dict[str, str] = Field(default_factory=dict)
     """Listed tests left out of scoring: they failed for want of the network, with the candidate and
     with the reference patch alike (test -> the reason the runner printed)."""
+    fails_at_base: dict[str, str] = Field(default_factory=dict)
+    """Listed PASS_TO_PASS tests left out of scoring: they did not pass in this run, this environment's
+    validated baseline fails them at the base commit too, and the benchmark's record says its own run
+    passed them there (Multi-SWE-bench's per-stage statuses): the environment cannot reproduce their
+    baseline, so their failure is no patch's (test -> the baseline's status)."""
     environment_gaps: dict[str, str] = Field(default_factory=dict)
     """Listed tests that did not run, with the reference patch's run showing the same: the
     environment lacks a module they need (skipped for it, or their file not collected; a module

@@ -61,6 +61,7 @@ from swedojo.sandboxes.base import ExecResult, Sandbox, SandboxConfig, SandboxEr
 from swedojo.sandboxes.environment import Environment, PrepareError, prepare
 from swedojo.schema import EnvSpec, SetupAgentRun, TestStatus
 from swedojo.testrun.command import runnable
+from swedojo.testrun.parsers import IDS_REVISION
 
 
 class UnsupportedBackendError(ValueError):
@@ -566,6 +567,7 @@ def _attempt(repo: str, sha: str, workdir: Path, source: Path, out: Path, analys
         (out / "layers.json").write_text(json.dumps(built.layers, indent=2))
     (out / "analysis.json").write_text(analysis.model_dump_json(indent=2))
     spec = built.spec
+    spec.ids_revision = IDS_REVISION
     spec.test_scope = runnable(spec, [t for t in tests if (workdir / t.split("::")[0]).is_file()])
     if tests and not spec.test_scope:
         log.write(f"none of {', '.join(tests[:5])} is a test file here: validating on the whole suite\n")

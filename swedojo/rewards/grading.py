@@ -6,7 +6,8 @@ names, such as Multi-SWE-bench's) is matched to the log's ids by `testrun.names`
 matches nothing is named in `RewardReport.unmatched_tests`. Resolved = every FAIL_TO_PASS and
 every PASS_TO_PASS test passes, a test missing from the log counts as failed (tests that fail for want of the network
 with the reference patch as well are left out and named, `needs_network`; so are listed ids that
-name no test, `not_tests`), and the test command's exit code must agree with the log (a patch that prints
+name no test, `not_tests`; and PASS_TO_PASS tests this environment's baseline fails at the base
+commit where the benchmark's record says its own run passed them, `fails_at_base`), and the test command's exit code must agree with the log (a patch that prints
 fake PASSED lines does not win): 0 when exactly the listed tests ran, else 0 or some test failed.
 A run that says nothing about the code (the tests could not start, a dependency is missing, no
 test ran; `testrun.diagnose`) is `infra_error` with that evidence, never the candidate's failure.
@@ -44,7 +45,7 @@ from swedojo.testrun.guard import Guard, calibration, guardable, shadowing_modul
 from swedojo.testrun.ids import matches, not_a_test
 from swedojo.testrun.names import match_listed
 from swedojo.testrun.network import offline_failures
-from swedojo.testrun.parsers import WORST_FIRST
+from swedojo.testrun.parsers import IDS_REVISION, WORST_FIRST
 from swedojo.testrun.patches import (
     PatchApplyError,
     apply_patch,
@@ -176,8 +177,9 @@ def grade_in_sandbox(sandbox: Sandbox, env: Environment, instance: TaskInstance,
     report.not_tests = {t: why for t in tests if (why := not_a_test(t))}
     report.fail_to_pass = {t: _status(result.statuses, named[t]) for t in instance.FAIL_TO_PASS}
     report.pass_to_pass = {t: _status(result.statuses, named[t]) for t in instance.PASS_TO_PASS}
+    report.fails_at_base = _fails_at_base(instance, env.spec, [t for t, s in report.pass_to_pass.items() if not passed(s)])
     scored = [s for t, s in [*report.fail_to_pass.items(), *report.pass_to_pass.items()]
-              if t not in offline and t not in report.not_tests]
+              if t not in offline and t not in report.not_tests and t not in report.fails_at_base]
     all_pass = all(passed(s) for s in scored)
     if instance.FAIL_TO_PASS and all(t in offline for t in instance.FAIL_TO_PASS):
         report.status, report.error = EvalStatus.NEEDS_NETWORK, \
@@ -248,6 +250,21 @@ def _named(statuses: Mapping[str, TestStatus], tests: list[str], parser: str) ->
 def _status(statuses: Mapping[str, TestStatus], keys: Iterable[str]) -> TestStatus | None:
     """The worst status of the tests `keys` name; None when there are none (missing from the log)."""
     return min((statuses[key] for key in keys), key=WORST_FIRST.index, default=None)
+
+
+def _fails_at_base(instance: TaskInstance, spec: EnvSpec, failing: list[str]) -> dict[str, str]:
+    """Of the listed PASS_TO_PASS tests `failing` in this run, those the environment's validated
+    baseline fails at the base commit while the benchmark's record says its own run passed them there
+    (a Multi-SWE-bench record's `p2p_tests`: name -> {"run": status at the base commit, ...}) -> the
+    baseline's status. Both are read, never assumed: a record without per-stage statuses (SWE-bench's)
+    or a baseline read with other ids (`EnvSpec.ids_revision`) leaves every test scored."""
+    recorded = (instance.model_extra or {}).get("p2p_tests")
+    if not isinstance(recorded, dict) or spec.ids_revision != IDS_REVISION:
+        return {}
+    passed_there = [t for t in failing if isinstance(recorded.get(t), dict) and recorded[t].get("run") == "PASS"]
+    at_base = _named(spec.test_status, passed_there, spec.log_parser)
+    return {t: f"{status.value} in this environment's baseline at the base commit; the benchmark's run passed it"
+            for t in passed_there if at_base[t] and (status := _status(spec.test_status, at_base[t])) and not passed(status)}
 
 
 def _gaps(run: SuiteRun, named: Mapping[str, list[str]], tests: Iterable[str], sandbox: Sandbox, spec: EnvSpec,

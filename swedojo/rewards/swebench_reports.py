@@ -6,7 +6,7 @@ Shapes and names are those of the `swebench` package's harness (5.x: `harness/gr
 - `report.json`: `{instance_id: {patch_is_None, patch_exists, patch_successfully_applied, resolved,
   infra_failure, tests_status: {FAIL_TO_PASS, PASS_TO_PASS, FAIL_TO_FAIL, PASS_TO_FAIL: {success,
   failure}}}}`; `resolved` is our verdict, and the lists agree with it: tests we leave out of
-  scoring (`needs_network`, `not_tests`, `environment_gaps`) are in neither, and FAIL_TO_FAIL / PASS_TO_FAIL stay
+  scoring (`needs_network`, `not_tests`, `fails_at_base`, `environment_gaps`) are in neither, and FAIL_TO_FAIL / PASS_TO_FAIL stay
   empty, as SWE-bench leaves them. `tests_status` is there only when the patch applied.
 - `test_output.txt`: the grading run's whole log between SWE-bench's start and end markers, the
   test command's exit code after them, so its `get_logs_eval` reads the file as one of its own.
@@ -65,7 +65,8 @@ def swebench_log(run: SuiteRun, timeout_s: float) -> str:
 
 def tests_status(report: RewardReport) -> dict[str, dict[str, list[str]]]:
     """SWE-bench's `tests_status` from our per-test statuses, tests left out of scoring in neither list."""
-    left_out = report.needs_network.keys() | report.not_tests.keys() | report.environment_gaps.keys()
+    left_out = (report.needs_network.keys() | report.not_tests.keys() | report.fails_at_base.keys()
+                | report.environment_gaps.keys())
 
     def split(statuses: Mapping[str, TestStatus | None]) -> dict[str, list[str]]:
         scored = [(test, status) for test, status in statuses.items() if test not in left_out]

@@ -33,6 +33,10 @@ from swedojo.testrun.errors import SummaryMismatchError
 
 LogParser = Callable[[str], dict[str, TestStatus]]
 
+IDS_REVISION = 1
+"""Bumped when a parser's ids change (1: JavaScript test files by their path from the work tree):
+a validated environment's baseline of another revision is validated again (`EnvSpec.ids_revision`)."""
+
 WORST_FIRST = [TestStatus.ERROR, TestStatus.FAILED, TestStatus.XPASS, TestStatus.SKIPPED,
                TestStatus.XFAIL, TestStatus.PASSED]
 """Statuses from worst to best: a test seen several times keeps the worst."""

@@ -10,7 +10,7 @@ from swedojo.repos import resolve_repo
 from swedojo.rewards.grading import grade
 from swedojo.rewards.score import score
 from swedojo.sandboxes.environment import default_python_env
-from swedojo.schema import EvalStatus, ExitStatus, TaskInstance, Trajectory
+from swedojo.schema import EvalStatus, ExitStatus, TaskInstance, TestStatus, Trajectory
 
 
 def _env(mirror: Path, task: TaskInstance, **spec):
@@ -116,3 +116,37 @@ def test_a_sandbox_that_dies_under_the_tests_is_infra_error(tmp_path):
     env = _env(mirror, task)
     report = grade(Dying.model_validate(env.model_dump()), task, task.patch)
     assert report.status == EvalStatus.INFRA_ERROR and report.error.startswith("sandbox died: SandboxError")
+
+
+def test_a_passing_test_this_environment_fails_at_base_is_left_out_where_the_benchmark_saw_it_pass(tmp_path):
+    """Seen on Multi-SWE-bench (jest, a time-zone plugin's DST tests an hour off under this
+    environment's ICU): a PASS_TO_PASS test failed at the base commit in the environment, where the
+    benchmark's record says its own run passed it, and gold was graded unresolved. Read from the
+    record and the validated baseline, never assumed: it is left out and named, the rest scored."""
+    from swedojo.testrun.parsers import IDS_REVISION
+
+    mirror, task = make_task_repo(tmp_path)
+    drifted = "def test_zone():\n    assert False, 'an hour off under this ICU'\n"
+    new_file = source_patch("test_zone.py", "", drifted).replace("--- a/test_zone.py", "new file mode 100644\n--- /dev/null")
+    stages = {"run": "PASS", "test": "PASS", "fix": "PASS"}
+    listed = {**task.model_dump(), "test_patch": task.test_patch + new_file,
+              "PASS_TO_PASS": [*task.PASS_TO_PASS, "test_zone.py::test_zone"]}
+    msb = TaskInstance.model_validate({**listed, "p2p_tests": {t: stages for t in listed["PASS_TO_PASS"]}})
+    baseline = {"test_calc.py::test_add": TestStatus.PASSED, "test_calc.py::test_clamp_low": TestStatus.PASSED,
+                "test_zone.py::test_zone": TestStatus.FAILED}
+    env = _env(mirror, msb, test_status=baseline, ids_revision=IDS_REVISION)
+
+    report = grade(env, msb, msb.patch)
+    assert report.status == EvalStatus.RESOLVED, (report.status, report.error)
+    assert report.fails_at_base == {"test_zone.py::test_zone": "FAILED in this environment's baseline at the base "
+                                                              "commit; the benchmark's run passed it"}
+    assert report.pass_to_pass["test_zone.py::test_zone"] == TestStatus.FAILED  # still reported as it ran
+    # a test that passed at base and that the candidate breaks is still the candidate's failure
+    broken = grade(env, msb, source_patch("calc.py", SOURCE, SOURCE.replace("a + b", "a - b")))
+    assert broken.status == EvalStatus.UNRESOLVED and "test_calc.py::test_add" not in broken.fails_at_base
+    # no per-stage record (SWE-bench's), or a baseline read with other ids: every listed test is scored
+    plain = TaskInstance.model_validate(listed)
+    assert grade(env, plain, plain.patch).status == EvalStatus.UNRESOLVED
+    stale = _env(mirror, msb, test_status=baseline, ids_revision=IDS_REVISION - 1)
+    report = grade(stale, msb, msb.patch)
+    assert report.status == EvalStatus.UNRESOLVED and report.fails_at_base == {}
