@@ -583,10 +583,11 @@ class RewardReport(BaseModel):
     """Listed tests left out of scoring: they failed for want of the network, with the candidate and
     with the reference patch alike (test -> the reason the runner printed)."""
     fails_at_base: dict[str, str] = Field(default_factory=dict)
-    """Listed PASS_TO_PASS tests left out of scoring: they did not pass in this run, this environment's
-    validated baseline fails them at the base commit too, and the benchmark's record says its own run
-    passed them there (Multi-SWE-bench's per-stage statuses): the environment cannot reproduce their
-    baseline, so their failure is no patch's (test -> the baseline's status)."""
+    """Listed tests some of whose tests were left out of scoring: they did not pass in this run, this
+    environment's validated baseline fails them at the base commit too, and the benchmark's record
+    says its own run passed the listed test there (Multi-SWE-bench's per-stage statuses): the
+    environment cannot reproduce that baseline, so their failure is no patch's. The listed test's
+    other tests are scored; one with none left is left out (test -> how many, and which)."""
     environment_gaps: dict[str, str] = Field(default_factory=dict)
     """Listed tests that did not run, with the reference patch's run showing the same: the
     environment lacks a module they need (skipped for it, or their file not collected; a module

@@ -6,8 +6,8 @@ names, such as Multi-SWE-bench's) is matched to the log's ids by `testrun.names`
 matches nothing is named in `RewardReport.unmatched_tests`. Resolved = every FAIL_TO_PASS and
 every PASS_TO_PASS test passes, a test missing from the log counts as failed (tests that fail for want of the network
 with the reference patch as well are left out and named, `needs_network`; so are listed ids that
-name no test, `not_tests`; and PASS_TO_PASS tests this environment's baseline fails at the base
-commit where the benchmark's record says its own run passed them, `fails_at_base`), and the test command's exit code must agree with the log (a patch that prints
+name no test, `not_tests`; and the tests of a listed name that this environment's baseline fails at
+the base commit where the benchmark's record says its own run passed the name, `fails_at_base`), and the test command's exit code must agree with the log (a patch that prints
 fake PASSED lines does not win): 0 when exactly the listed tests ran, else 0 or some test failed.
 A run that says nothing about the code (the tests could not start, a dependency is missing, no
 test ran; `testrun.diagnose`) is `infra_error` with that evidence, never the candidate's failure.
@@ -177,9 +177,13 @@ def grade_in_sandbox(sandbox: Sandbox, env: Environment, instance: TaskInstance,
     report.not_tests = {t: why for t in tests if (why := not_a_test(t))}
     report.fail_to_pass = {t: _status(result.statuses, named[t]) for t in instance.FAIL_TO_PASS}
     report.pass_to_pass = {t: _status(result.statuses, named[t]) for t in instance.PASS_TO_PASS}
-    report.fails_at_base = _fails_at_base(instance, env.spec, [t for t, s in report.pass_to_pass.items() if not passed(s)])
-    scored = [s for t, s in [*report.fail_to_pass.items(), *report.pass_to_pass.items()]
-              if t not in offline and t not in report.not_tests and t not in report.fails_at_base]
+    at_base = _failing_at_base(instance, env.spec, named, result.statuses)
+    report.fails_at_base = {t: f"{len(ids)} of its {len(named[t])} tests fail in this environment's baseline at the base "
+                               f"commit, where the benchmark's run passed it; left out: {', '.join(ids[:3])}"
+                               + (" ..." if len(ids) > 3 else "") for t, ids in at_base.items()}
+    kept = {t: [i for i in ids if i not in at_base.get(t, ())] for t, ids in named.items()}
+    scored = [_status(result.statuses, kept.get(t, [])) for t in [*instance.FAIL_TO_PASS, *instance.PASS_TO_PASS]
+              if t not in offline and t not in report.not_tests and (kept.get(t) or t not in at_base)]
     all_pass = all(passed(s) for s in scored)
     if instance.FAIL_TO_PASS and all(t in offline for t in instance.FAIL_TO_PASS):
         report.status, report.error = EvalStatus.NEEDS_NETWORK, \
@@ -201,7 +205,8 @@ def grade_in_sandbox(sandbox: Sandbox, env: Environment, instance: TaskInstance,
         return report
     # The exit code must agree with the log: a run of exactly the listed tests must exit 0; one
     # that also ran other tests (their files, the whole suite) may fail only if the log shows a failure.
-    exit_agrees = result.exit_code == 0 or (not result.exact and result.exit_code is not None and bool(result.failing()))
+    exact = result.exact and not at_base  # a left-out test that failed is a failure the exit code may show
+    exit_agrees = result.exit_code == 0 or (not exact and result.exit_code is not None and bool(result.failing()))
     if result.timed_out:
         report.error = f"tests timed out after {graded_limit(env.spec):.0f}s"
     elif all_pass and not exit_agrees:
@@ -252,19 +257,30 @@ def _status(statuses: Mapping[str, TestStatus], keys: Iterable[str]) -> TestStat
     return min((statuses[key] for key in keys), key=WORST_FIRST.index, default=None)
 
 
-def _fails_at_base(instance: TaskInstance, spec: EnvSpec, failing: list[str]) -> dict[str, str]:
-    """Of the listed PASS_TO_PASS tests `failing` in this run, those the environment's validated
-    baseline fails at the base commit while the benchmark's record says its own run passed them there
-    (a Multi-SWE-bench record's `p2p_tests`: name -> {"run": status at the base commit, ...}) -> the
-    baseline's status. Both are read, never assumed: a record without per-stage statuses (SWE-bench's)
-    or a baseline read with other ids (`EnvSpec.ids_revision`) leaves every test scored."""
-    recorded = (instance.model_extra or {}).get("p2p_tests")
-    if not isinstance(recorded, dict) or spec.ids_revision != IDS_REVISION:
+def _failing_at_base(instance: TaskInstance, spec: EnvSpec, named: Mapping[str, list[str]],
+                     statuses: Mapping[str, TestStatus]) -> dict[str, list[str]]:
+    """Listed test -> those of the ids it names that did not pass in this run and that the
+    environment's validated baseline fails at the base commit, where the benchmark's record says its
+    own run passed the listed test there (a Multi-SWE-bench record's `f2p_tests`, `p2p_tests`, ...:
+    name -> {"run": status at the base commit, ...}). The environment cannot reproduce that
+    baseline, so those ids are no patch's failure; the listed test's other ids (a test patch's new
+    tests among them) are scored. Both are read, never assumed: a record without per-stage statuses
+    (SWE-bench's) or a baseline read with other ids (`EnvSpec.ids_revision`) leaves every id scored."""
+    if spec.ids_revision != IDS_REVISION:
         return {}
-    passed_there = [t for t in failing if isinstance(recorded.get(t), dict) and recorded[t].get("run") == "PASS"]
-    at_base = _named(spec.test_status, passed_there, spec.log_parser)
-    return {t: f"{status.value} in this environment's baseline at the base commit; the benchmark's run passed it"
-            for t in passed_there if at_base[t] and (status := _status(spec.test_status, at_base[t])) and not passed(status)}
+    recorded: dict[str, object] = {}
+    for key in ("f2p_tests", "p2p_tests", "s2p_tests", "n2p_tests"):
+        if isinstance(stages := (instance.model_extra or {}).get(key), dict):
+            recorded |= stages
+    found = {}
+    for test, ids in named.items():
+        stage = recorded.get(test)
+        if isinstance(stage, dict) and stage.get("run") == "PASS":
+            failing = [i for i in ids if not passed(statuses.get(i)) and i in spec.test_status
+                       and not passed(spec.test_status[i])]
+            if failing:
+                found[test] = failing
+    return found
 
 
 def _gaps(run: SuiteRun, named: Mapping[str, list[str]], tests: Iterable[str], sandbox: Sandbox, spec: EnvSpec,

@@ -118,32 +118,44 @@ def test_a_sandbox_that_dies_under_the_tests_is_infra_error(tmp_path):
     assert report.status == EvalStatus.INFRA_ERROR and report.error.startswith("sandbox died: SandboxError")
 
 
-def test_a_passing_test_this_environment_fails_at_base_is_left_out_where_the_benchmark_saw_it_pass(tmp_path):
+def test_tests_this_environment_fails_at_base_are_left_out_where_the_benchmark_saw_them_pass(tmp_path):
     """Seen on Multi-SWE-bench (jest, a time-zone plugin's DST tests an hour off under this
-    environment's ICU): a PASS_TO_PASS test failed at the base commit in the environment, where the
-    benchmark's record says its own run passed it, and gold was graded unresolved. Read from the
-    record and the validated baseline, never assumed: it is left out and named, the rest scored."""
+    environment's ICU): tests of a listed file failed at the base commit in the environment, where
+    the benchmark's record says its own run passed the file, and gold was graded unresolved. Read
+    from the record and the validated baseline, never assumed: those tests are left out and named,
+    the listed file's other tests (the test patch's new one among them) and every other test scored."""
     from swedojo.testrun.parsers import IDS_REVISION
 
     mirror, task = make_task_repo(tmp_path)
-    drifted = "def test_zone():\n    assert False, 'an hour off under this ICU'\n"
-    new_file = source_patch("test_zone.py", "", drifted).replace("--- a/test_zone.py", "new file mode 100644\n--- /dev/null")
-    stages = {"run": "PASS", "test": "PASS", "fix": "PASS"}
-    listed = {**task.model_dump(), "test_patch": task.test_patch + new_file,
-              "PASS_TO_PASS": [*task.PASS_TO_PASS, "test_zone.py::test_zone"]}
-    msb = TaskInstance.model_validate({**listed, "p2p_tests": {t: stages for t in listed["PASS_TO_PASS"]}})
+    zone = ("from calc import clamp\n\n\ndef test_zone():\n    assert False, 'an hour off under this ICU'\n\n\n"
+            "def test_zone_high():\n    assert clamp(50, 0, 10) == 10\n")
+    new_file = source_patch("test_zone.py", "", zone).replace("--- a/test_zone.py", "new file mode 100644\n--- /dev/null")
+    drifted = "def test_drift():\n    assert False, 'a day off'\n"
+    other = source_patch("test_drift.py", "", drifted).replace("--- a/test_drift.py", "new file mode 100644\n--- /dev/null")
+    passed_at_base = {"run": "PASS", "test": "FAIL", "fix": "PASS"}
+    listed = {**task.model_dump(), "test_patch": task.test_patch + new_file + other,
+              "FAIL_TO_PASS": [*task.FAIL_TO_PASS, "test_zone.py"], "PASS_TO_PASS": [*task.PASS_TO_PASS, "test_drift.py"]}
+    msb = TaskInstance.model_validate({**listed, "f2p_tests": {"test_zone.py": passed_at_base},
+                                       "p2p_tests": {t: passed_at_base for t in listed["PASS_TO_PASS"]}})
     baseline = {"test_calc.py::test_add": TestStatus.PASSED, "test_calc.py::test_clamp_low": TestStatus.PASSED,
-                "test_zone.py::test_zone": TestStatus.FAILED}
+                "test_zone.py::test_zone": TestStatus.FAILED, "test_drift.py::test_drift": TestStatus.FAILED}
     env = _env(mirror, msb, test_status=baseline, ids_revision=IDS_REVISION)
 
     report = grade(env, msb, msb.patch)
     assert report.status == EvalStatus.RESOLVED, (report.status, report.error)
-    assert report.fails_at_base == {"test_zone.py::test_zone": "FAILED in this environment's baseline at the base "
-                                                              "commit; the benchmark's run passed it"}
-    assert report.pass_to_pass["test_zone.py::test_zone"] == TestStatus.FAILED  # still reported as it ran
+    assert report.fails_at_base == {
+        "test_zone.py": "1 of its 2 tests fail in this environment's baseline at the base commit, where the "
+                        "benchmark's run passed it; left out: test_zone.py::test_zone",
+        "test_drift.py": "1 of its 1 tests fail in this environment's baseline at the base commit, where the "
+                         "benchmark's run passed it; left out: test_drift.py::test_drift"}
+    assert report.fail_to_pass["test_zone.py"] == TestStatus.FAILED  # reported as it ran
+    # the listed file's new test is still scored: without the fix it fails
+    assert grade(env, msb, "").status == EvalStatus.EMPTY_PATCH
     # a test that passed at base and that the candidate breaks is still the candidate's failure
-    broken = grade(env, msb, source_patch("calc.py", SOURCE, SOURCE.replace("a + b", "a - b")))
-    assert broken.status == EvalStatus.UNRESOLVED and "test_calc.py::test_add" not in broken.fails_at_base
+    fixed = SOURCE.replace("        return low\n", "        return low\n    if value > high:\n        return high\n")
+    broken = grade(env, msb, source_patch("calc.py", SOURCE, fixed.replace("a + b", "a - b")))
+    assert broken.status == EvalStatus.UNRESOLVED and broken.pass_to_pass["test_calc.py::test_add"] == TestStatus.FAILED
+    assert "test_calc.py::test_add" not in broken.fails_at_base
     # no per-stage record (SWE-bench's), or a baseline read with other ids: every listed test is scored
     plain = TaskInstance.model_validate(listed)
     assert grade(env, plain, plain.patch).status == EvalStatus.UNRESOLVED
