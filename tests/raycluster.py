@@ -53,10 +53,6 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
-def _ignore_sigint() -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-
 class RayCluster:
     """`with RayCluster() as cluster:` starts the head (`head_cpus`, 0: it runs no instance);
     `add_node` adds worker nodes; `address` is what `--address` takes."""
@@ -103,11 +99,12 @@ class RayCluster:
                    "--object-store-memory=80000000", f"--temp-dir={self.root}", "--disable-usage-stats",
                    *(f"{option}={port}" for option, port in ports.items()), *args]
         log = (self.root / f"{name}.log").open("w")
+        if sigint_ignored:  # as a background job: the shell ignores SIGINT, and exec keeps it ignored
+            command = ["sh", "-c", "trap '' INT; exec \"$@\"", "sh", *command]
         if cores:  # taskset execs `ray start`: the node's process is still the one started here
             command = ["taskset", "--cpu-list", ",".join(map(str, sorted(cores))), *command]
         self.nodes[name] = subprocess.Popen(command, env=self.env, stdout=log, stderr=subprocess.STDOUT,
-                                            start_new_session=True,
-                                            preexec_fn=_ignore_sigint if sigint_ignored else None)
+                                            start_new_session=True)
 
     def log(self, name: str) -> str:
         return (self.root / f"{name}.log").read_text(errors="replace")

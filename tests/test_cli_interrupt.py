@@ -18,10 +18,9 @@ ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "COLUMNS": "400", "PYTHONPATH": str(ROOT)}  # this checkout's code, one line per message
 
 
-def _as_a_background_job() -> None:
-    """Start the child as `cmd &` in a non-interactive shell does (CI's own runner may): SIGINT ignored,
-    so Python installs no KeyboardInterrupt handler of its own; the command must install one."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+AS_A_BACKGROUND_JOB = ["sh", "-c", "trap '' INT; exec \"$@\"", "sh"]
+"""Start the child as `cmd &` in a non-interactive shell does (CI's own runner may): SIGINT ignored,
+so Python installs no KeyboardInterrupt handler of its own; the command must install one."""
 
 
 def _results(out: Path) -> set[str]:
@@ -73,9 +72,9 @@ def test_ctrl_c_during_dojo_run_keeps_the_steps_and_diff_so_far_and_prints_no_su
     script = tmp_path / "script.json"
     script.write_text(json.dumps([{"content": get_format("glm").render_calls([call])} for call in calls]))
     out = tmp_path / "run"
-    proc = subprocess.Popen([DOJO, "run", "--repo", str(mirror / task.repo), "--issue-text", "clamp is wrong",
-                             "--model", f"scripted:{script}", "--out", str(out), "--no-launch"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV, preexec_fn=_as_a_background_job)
+    proc = subprocess.Popen([*AS_A_BACKGROUND_JOB, DOJO, "run", "--repo", str(mirror / task.repo),
+                             "--issue-text", "clamp is wrong", "--model", f"scripted:{script}", "--out", str(out), "--no-launch"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)
     saved = out / "trajectories"
     while proc.poll() is None and not any(json.loads(p.read_text())["steps"] for p in saved.glob("*.json")):
         time.sleep(0.05)
@@ -115,9 +114,9 @@ def test_ctrl_c_while_dojo_run_launches_the_environment_is_recorded_as_interrupt
     for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "c"]):
         subprocess.run(["git", *args], cwd=repo, check=True)
     out = tmp_path / "run"
-    proc = subprocess.Popen([DOJO, "run", "--repo", str(repo), "--issue-text", "it is slow", "--model", "tiny:glm_moe_dsa",
-                             "--out", str(out), "--backend", "local"],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV, preexec_fn=_as_a_background_job)
+    proc = subprocess.Popen([*AS_A_BACKGROUND_JOB, DOJO, "run", "--repo", str(repo), "--issue-text", "it is slow",
+                             "--model", "tiny:glm_moe_dsa", "--out", str(out), "--backend", "local"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)
     build_log = out / "environment"
     deadline = time.monotonic() + 300
     while proc.poll() is None and "validating" not in "".join(p.read_text() for p in build_log.rglob("build.log")):

@@ -15,12 +15,12 @@ OLD_LINE = (
 
 def test_an_old_line_loads_and_dumps_back_unchanged():
     """Unchanged but for fields added since, at their defaults (the result's `repo`, a tier's `scored`, the
-    report's `missing_modules`, `standins`, `not_tests`, `tampering`, `unmatched_tests`, `needs_network`, `environment_gaps`, `restored` and
+    report's `missing_modules`, `standins`, `not_tests`, `tampering`, `unmatched_tests`, `needs_network`, `fails_at_base`, `environment_gaps`, `restored` and
     `test_duration_s`, the result's tokens and cost)."""
     now = OLD_LINE.replace('"instance_id":"o__r-1","policy"', '"instance_id":"o__r-1","repo":"","policy"')
     now = now.replace('"passed":true,"evidence"', '"passed":true,"scored":true,"evidence"')
     now = now.replace('"test_exit_code":null,', '"missing_modules":[],"standins":"","not_tests":{},"tampering":[],"unmatched_tests":[],'
-                                                 '"needs_network":{},"environment_gaps":{},"restored":{},"test_exit_code":null,'
+                                                 '"needs_network":{},"fails_at_base":{},"environment_gaps":{},"restored":{},"test_exit_code":null,'
                                                  '"test_duration_s":0.0,')
     now = now.replace('"duration_s":1.5}', '"duration_s":1.5,"prompt_tokens":0,"completion_tokens":0,"cost_usd":null}')
     assert InstanceResult.model_validate_json(OLD_LINE).model_dump_json() == now

@@ -4,11 +4,13 @@ The test patch's files are run whole and each listed id's status read from the l
 suites list them (`testrun.ids`); a listed name in none of these forms (a benchmark's own parser's
 names, such as Multi-SWE-bench's) is matched to the log's ids by `testrun.names`, and one that
 matches nothing is named in `RewardReport.unmatched_tests`. Resolved = every FAIL_TO_PASS and
-every PASS_TO_PASS test passes, a test missing from the log counts as failed (tests that fail for want of the network
-with the reference patch as well are left out and named, `needs_network`; so are listed ids that
-name no test, `not_tests`; and the tests of a listed name that this environment's baseline fails at
-the base commit where the benchmark's record says its own run passed the name, `fails_at_base`), and the test command's exit code must agree with the log (a patch that prints
-fake PASSED lines does not win): 0 when exactly the listed tests ran, else 0 or some test failed.
+every PASS_TO_PASS test passes, a test missing from the log counts as failed (tests that fail for
+want of the network with the reference patch as well are left out and named, `needs_network`; so
+are listed ids that name no test, `not_tests`, and the tests of a listed name that this
+environment's baseline fails at the base commit where the benchmark's record says its own run
+passed the name, `fails_at_base`), and the test command's exit code must agree with the log (a
+patch that prints fake PASSED lines does not win): 0 when exactly the listed tests ran, else 0 or
+some test failed.
 A run that says nothing about the code (the tests could not start, a dependency is missing, no
 test ran; `testrun.diagnose`) is `infra_error` with that evidence, never the candidate's failure.
 A listed test that did not run because the environment lacks a module it needs (skipped for it,

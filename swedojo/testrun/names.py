@@ -5,14 +5,15 @@ tests in that function's form: a ctest or script name (`format-test`, `compressi
 test file (`test/timezone.test.js`: the file's own result), a file and a title
 (`test/timezone.test.js:TZ with Locale`), or a title with some or all of its suites' titles
 (`res .redirect(url) should work`, `should work`). Our ids are `file::title` for jest, vitest and
-mocha (the file's path from the work tree), a title path alone for the TAP parsers, a name alone for ctest and
-automake. A listed name is matched by the first of these rules that matches any id (the more
+mocha (the file's path from the work tree), a title path alone for the TAP parsers, a name alone
+for ctest and automake. A listed name is matched by the first of these rules that matches any id (the more
 specific first):
 
 1. exact: the listed name is an id.
 2. full title: it is an id's title (after `file::`; an id without `::` is all title).
 3. file and title: it is `FILE:TITLE`, FILE is the id's file (the same path, or one of the two
-   ends with `/` and the other: a benchmark run from a package's directory) and TITLE is the id's title or the title's last part (see 4).
+   ends with `/` and the other: a benchmark run from a package's directory) and TITLE is the id's
+   title or the title's last part (see 4).
 4. title suffix: an id's title ends with the listed name after the separator the parser puts
    between a suite's title and what lies in it (`TITLE_SEPARATORS`: " > " for jest, vitest and the
    TAP parsers, " " for mocha, whose full titles join with spaces, so that any tail of whole words
@@ -27,8 +28,8 @@ one name, so it merged them too (a title that two suites share, a file's tests).
 test named as one before it (`title (2)`) are compared without the counter, and every title with
 its white space runs made one space and its ends stripped (a log line loses a title's trailing
 space). Two files of one name (`test/timezone.test.js` and `test/plugin/timezone.test.js`) are
-two files to rules 3 and 5; a listed name that is a file's name alone names both. Rules that depend on
-the parser are keyed by the parser's name (`EnvSpec.log_parser`), never by repository. A name no
+two files to rules 3 and 5; a listed name that is a file's name alone names both. Rules that
+depend on the parser are keyed by the parser's name (`EnvSpec.log_parser`), never by repository. A name no
 rule matches is `unmatched`; grading names it and counts it as missing from the log.
 """
 
