@@ -35,6 +35,19 @@ def episode_prompt(chat, instance: TaskInstance, tool_set: str) -> list[int]:
     return chat.render(episode.messages, history=sampling.history, thinking=sampling.thinking)
 
 
+def taught_modules(model: torch.nn.Module) -> tuple[torch.nn.Module, ...]:
+    """The modules teaching fits: the last layer's MoE block, the final norm and the LM head."""
+    return model.model.layers[-1].mlp, model.model.norm, model.lm_head
+
+
+def freeze_untaught(model: torch.nn.Module) -> None:
+    """Train only what teaching fitted. The fitted head is sharp in the random layers' features, so a
+    step that also moves those layers measures how sensitive a random network is, not what GRPO did."""
+    model.requires_grad_(False)
+    for module in taught_modules(model):
+        module.requires_grad_(True)
+
+
 def taught_checkpoint(directory: Path, instance: TaskInstance, tool_set: str, steps: int = 1000) -> Path:
     """Save the taught model and its tokenizer in `directory`."""
     model, tokenizer = build_tiny("glm_moe_dsa")
@@ -42,7 +55,7 @@ def taught_checkpoint(directory: Path, instance: TaskInstance, tool_set: str, st
     prompt = episode_prompt(chat, instance, tool_set)
     turns = [chat.sampled_ids("", "", [ToolCall(name="bash", arguments={"command": command})], True)
              for command in (f"git apply <<'EOF'\n{instance.patch}EOF", "git status")]
-    block, norm, head = model.model.layers[-1].mlp, model.model.norm, model.lm_head
+    block, norm, head = taught_modules(model)
     seen: list[tuple[torch.Tensor, ...]] = []
     hooks = [block.register_forward_hook(lambda _m, args, out: seen.append((args[0], out))),
              norm.register_forward_pre_hook(lambda _m, args: seen.append((args[0],)))]

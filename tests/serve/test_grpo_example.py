@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from taught import taught_checkpoint
+from taught import freeze_untaught, taught_checkpoint
 from transformers import AutoModelForCausalLM
 
 from swedojo.datasets.registry import load_suite
@@ -66,9 +66,14 @@ def test_one_grpo_step_on_served_records_moves_the_policy_towards_the_rewarded_t
     mask = torch.tensor(rewarded.loss_mask, dtype=torch.bool)
     assert torch.allclose(fresh[mask], torch.tensor(rewarded.rollout_log_probs)[mask], atol=1e-3)
     rewarded_before, unrewarded_before = (response_logprob(grpo, model, r) for r in (rewarded, unrewarded))
+    with torch.no_grad():
+        loss_before = float(grpo.grpo_loss(model, records, temperature=1.0)[0])
+    freeze_untaught(model)
     result = grpo.grpo_step(model, records, lr=1e-5, temperature=1.0)
     assert math.isfinite(result["loss"]) and result["tokens"] > 0
     changed = [name for name, p in model.named_parameters() if not torch.equal(p, before[name])]
     assert changed, "no weight moved"
+    with torch.no_grad():
+        assert float(grpo.grpo_loss(model, records, temperature=1.0)[0]) < loss_before
     assert response_logprob(grpo, model, rewarded) > rewarded_before
     assert response_logprob(grpo, model, unrewarded) < unrewarded_before
