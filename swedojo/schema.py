@@ -209,6 +209,10 @@ class TaskInstance(BaseModel):
     """Tests that pass before and must still pass after."""
     environment_setup_commit: str = ""
     """Commit whose dependencies define the environment (SWE-bench); base_commit when empty."""
+    passed_at_base: list[str] = Field(default_factory=list)
+    """Listed tests the benchmark's own run passed at the base commit, where its record says so
+    (Multi-SWE-bench's per-stage statuses); empty where it does not. Of these, what this
+    environment's validated baseline fails at the base commit is no patch's failure."""
     checks: PageChecks | None = None
     """Set on a front-end task: judged by the browser tiers (static, runtime, visual), not by tests."""
 

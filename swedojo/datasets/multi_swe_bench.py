@@ -8,6 +8,8 @@ benchmark uses (`org`, `base`, `fix_patch`). It maps to:
 - `problem_statement`: the title and body of each resolved issue (an issue listed twice once);
 - `FAIL_TO_PASS`: the names of `f2p_tests`, `s2p_tests` (skipped before) and `n2p_tests` (new
   tests), sorted and deduplicated; `PASS_TO_PASS`: the names of `p2p_tests`, sorted.
+- `passed_at_base`: the names, of all four, whose statuses say the benchmark's run passed them at
+  the base commit (`"run": "PASS"`), sorted.
 
 Every original field is kept besides (a `TaskInstance` keeps unknown fields), `repo` aside, which
 `org/repo` replaces. The test names are the benchmark's own parsers' (`testrun.names` matches them
@@ -66,7 +68,8 @@ class MultiSweBenchRecord(BaseModel):
     resolved_issues: list[Issue]
     """The issues the fix resolves: the problem statement."""
     f2p_tests: dict[str, Any]
-    """Failing (or not run) before the fix, passing after: name -> statuses per run."""
+    """Failing (or not run) before the fix, passing after: name -> statuses per run (`run`: at the
+    base commit, `test`: with the test patch, `fix`: with both patches)."""
     p2p_tests: dict[str, Any]
     """Passing before and after."""
     s2p_tests: dict[str, Any] = {}
@@ -99,6 +102,9 @@ def to_swebench_fields(record: dict[str, Any]) -> dict[str, Any]:
     when a field the mapping needs is missing or of the wrong type."""
     msb = MultiSweBenchRecord.model_validate(record)
     fail_to_pass = {*msb.f2p_tests, *msb.s2p_tests, *msb.n2p_tests}
+    stages = (msb.f2p_tests, msb.p2p_tests, msb.s2p_tests, msb.n2p_tests)
+    passed_at_base = {name for stage in stages for name, runs in stage.items()
+                      if isinstance(runs, dict) and runs.get("run") == "PASS"}
     return {
         **record,
         "instance_id": msb.instance_id or f"{msb.org}__{msb.repo}-{msb.number}",
@@ -109,4 +115,5 @@ def to_swebench_fields(record: dict[str, Any]) -> dict[str, Any]:
         "problem_statement": _problem_statement(msb.resolved_issues),
         "FAIL_TO_PASS": sorted(fail_to_pass),
         "PASS_TO_PASS": sorted(msb.p2p_tests),
+        "passed_at_base": sorted(passed_at_base),
     }

@@ -263,25 +263,19 @@ def _failing_at_base(instance: TaskInstance, spec: EnvSpec, named: Mapping[str, 
                      statuses: Mapping[str, TestStatus]) -> dict[str, list[str]]:
     """Listed test -> those of the ids it names that did not pass in this run and that the
     environment's validated baseline fails at the base commit, where the benchmark's record says its
-    own run passed the listed test there (a Multi-SWE-bench record's `f2p_tests`, `p2p_tests`, ...:
-    name -> {"run": status at the base commit, ...}). The environment cannot reproduce that
-    baseline, so those ids are no patch's failure; the listed test's other ids (a test patch's new
-    tests among them) are scored. Both are read, never assumed: a record without per-stage statuses
-    (SWE-bench's) or a baseline read with other ids (`EnvSpec.ids_revision`) leaves every id scored."""
+    own run passed the listed test there (`TaskInstance.passed_at_base`). The environment cannot
+    reproduce that baseline, so those ids are no patch's failure; the listed test's other ids (a test
+    patch's new tests among them) are scored. Both are read, never assumed: a record that does not
+    say (SWE-bench's) or a baseline read with other ids (`EnvSpec.ids_revision`) leaves every id scored."""
     if spec.ids_revision != IDS_REVISION:
         return {}
-    recorded: dict[str, object] = {}
-    for key in ("f2p_tests", "p2p_tests", "s2p_tests", "n2p_tests"):
-        if isinstance(stages := (instance.model_extra or {}).get(key), dict):
-            recorded |= stages
+    recorded = set(instance.passed_at_base)
     found = {}
     for test, ids in named.items():
-        stage = recorded.get(test)
-        if isinstance(stage, dict) and stage.get("run") == "PASS":
-            failing = [i for i in ids if not passed(statuses.get(i)) and i in spec.test_status
-                       and not passed(spec.test_status[i])]
-            if failing:
-                found[test] = failing
+        failing = [i for i in ids if not passed(statuses.get(i)) and i in spec.test_status
+                   and not passed(spec.test_status[i])]
+        if test in recorded and failing:
+            found[test] = failing
     return found
 
 

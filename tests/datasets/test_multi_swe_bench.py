@@ -5,6 +5,7 @@ import json
 from swedojo.datasets.io import load_suite_file, write_suite_file
 
 _RUNS = {"run": "FAIL", "test": "FAIL", "fix": "PASS"}
+_PASSED_AT_BASE = {"run": "PASS", "test": "PASS", "fix": "PASS"}
 
 
 def _record(number: int = 4310, **changes):
@@ -17,7 +18,7 @@ def _record(number: int = 4310, **changes):
         "fix_patch": "diff --git a/src/x.cc b/src/x.cc\n", "test_patch": "diff --git a/test/x.cc b/test/x.cc\n",
         "f2p_tests": {"format-test": _RUNS}, "s2p_tests": {"args-test": _RUNS},
         "n2p_tests": {"base-test": _RUNS, "format-test": _RUNS},
-        "p2p_tests": {"std-test": _RUNS, "core-test": _RUNS},
+        "p2p_tests": {"std-test": _RUNS, "core-test": _PASSED_AT_BASE},
         "fixed_tests": {"format-test": _RUNS},
     }
     record.update(changes)
@@ -42,6 +43,7 @@ def test_a_record_maps_to_swebench_fields_and_keeps_its_own(tmp_path):
     assert task.problem_statement == "It breaks\n\nSteps: ...\n\nAlso this"
     assert task.FAIL_TO_PASS == ["args-test", "base-test", "format-test"]
     assert task.PASS_TO_PASS == ["core-test", "std-test"]
+    assert task.passed_at_base == ["core-test"]  # its `run` status: the benchmark's run at the base commit
     extras = task.model_extra or {}
     assert extras["org"] == "fmtlib" and extras["number"] == 4310 and extras["base"]["ref"] == "master"
     assert extras["fixed_tests"] == {"format-test": _RUNS}

@@ -132,11 +132,9 @@ def test_tests_this_environment_fails_at_base_are_left_out_where_the_benchmark_s
     new_file = source_patch("test_zone.py", "", zone).replace("--- a/test_zone.py", "new file mode 100644\n--- /dev/null")
     drifted = "def test_drift():\n    assert False, 'a day off'\n"
     other = source_patch("test_drift.py", "", drifted).replace("--- a/test_drift.py", "new file mode 100644\n--- /dev/null")
-    passed_at_base = {"run": "PASS", "test": "FAIL", "fix": "PASS"}
     listed = {**task.model_dump(), "test_patch": task.test_patch + new_file + other,
               "FAIL_TO_PASS": [*task.FAIL_TO_PASS, "test_zone.py"], "PASS_TO_PASS": [*task.PASS_TO_PASS, "test_drift.py"]}
-    msb = TaskInstance.model_validate({**listed, "f2p_tests": {"test_zone.py": passed_at_base},
-                                       "p2p_tests": {t: passed_at_base for t in listed["PASS_TO_PASS"]}})
+    msb = TaskInstance.model_validate({**listed, "passed_at_base": ["test_zone.py", *listed["PASS_TO_PASS"]]})
     baseline = {"test_calc.py::test_add": TestStatus.PASSED, "test_calc.py::test_clamp_low": TestStatus.PASSED,
                 "test_zone.py::test_zone": TestStatus.FAILED, "test_drift.py::test_drift": TestStatus.FAILED}
     env = _env(mirror, msb, test_status=baseline, ids_revision=IDS_REVISION)
@@ -156,7 +154,7 @@ def test_tests_this_environment_fails_at_base_are_left_out_where_the_benchmark_s
     broken = grade(env, msb, source_patch("calc.py", SOURCE, fixed.replace("a + b", "a - b")))
     assert broken.status == EvalStatus.UNRESOLVED and broken.pass_to_pass["test_calc.py::test_add"] == TestStatus.FAILED
     assert "test_calc.py::test_add" not in broken.fails_at_base
-    # no per-stage record (SWE-bench's), or a baseline read with other ids: every listed test is scored
+    # a record that does not say (SWE-bench's), or a baseline read with other ids: every listed test is scored
     plain = TaskInstance.model_validate(listed)
     assert grade(env, plain, plain.patch).status == EvalStatus.UNRESOLVED
     stale = _env(mirror, msb, test_status=baseline, ids_revision=IDS_REVISION - 1)
