@@ -314,6 +314,46 @@ def test_a_nox_session_installing_a_dependency_group_asks_for_the_group_not_a_pa
     assert "constraints.txt" not in install and " tests " not in install.replace("--group tests", "")
 
 
+NOXFILE_WITH_HELPERS = """import nox
+
+PYPROJECT = nox.project.load_toml("pyproject.toml")
+BINARY_ONLY = ("--only-binary", "hypothesis")
+
+
+@nox.session
+def tests(session):
+    session.install(*BINARY_ONLY, *nox.project.dependency_groups(PYPROJECT, "test"))
+    session.install("-e.", "--group=extra")
+
+
+@nox.session
+def lint(s):
+    s.install("no-such-linter")
+
+
+@nox.session
+def docs(session):
+    session.install("-r", "docs/requirements.txt")
+"""
+
+
+def test_a_noxfile_is_read_from_its_syntax_not_its_text(tmp_path: Path) -> None:
+    """Seen on a real noxfile: `session.install(*BINARY_ONLY, *nox.project.dependency_groups(PYPROJECT,
+    "test"))` was cut at the inner call's `)` and its group's name installed as a package `test`."""
+    write_tree(tmp_path, {
+        "pyproject.toml": "[build-system]\nrequires = ['setuptools']\n[project]\nname = 'p'\nversion = '1'\n"
+                          "[dependency-groups]\ntest = ['iniconfig']\nextra = ['pluggy']\n",
+        "noxfile.py": NOXFILE_WITH_HELPERS,
+        "docs/requirements.txt": "no-such-theme\n",
+    })
+    analysis = analyse(tmp_path, WHEN)
+    install = analysis.install_commands[-1]
+    assert "--group test" in install and "--group extra" in install, install
+    words = install.replace("--group test", "").replace("--group extra", "").split()
+    assert not {"test", "extra", "hypothesis", "no-such-linter", "no-such-theme"} & set(words), install
+    assert any("left out: sessions docs, lint" in e.says for e in analysis.evidence), analysis.evidence
+
+
 def test_a_requirement_that_brings_an_older_pip_does_not_take_over_the_install(make_repo, tmp_path: Path,
                                                                                env_cache: Path) -> None:
     """A test requirement pulls pip 23 into the venv: the steps after it (the layer's own pip, dated)

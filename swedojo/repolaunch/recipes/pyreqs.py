@@ -4,13 +4,16 @@ One invalid line aborts a whole `pip install`, so every requirement the rules ta
 goes through `requirement()`: a VCS or URL requirement becomes the same distribution from the
 index (VCS hosts are out of reach, the index is not), a line pip cannot parse is dropped, and each
 change is said (`Change`: into the build log and `EnvSpec.requirement_changes`). tox settings are
-evaluated for one environment (factor conditions, `{[section]key}` references); conda environment
-files are read for the optional test dependencies projects declare only there, their names mapped
-to distributions, installed by a step that never fails the layer (`tolerant_install`).
+evaluated for one environment (factor conditions, `{[section]key}` references); a noxfile's
+`session.install` calls are read from its syntax tree (constants and dependency-group helpers
+followed); conda environment files are read for the optional test dependencies projects declare
+only there, their names mapped to distributions, installed by a step that never fails the layer
+(`tolerant_install`).
 """
 
 from __future__ import annotations
 
+import ast
 import re
 import shlex
 from pathlib import Path
@@ -249,6 +252,70 @@ NOT_FROM_PYPI = re.compile(r"^(?:python|pip|conda|mamba|compilers|[cC]-compiler|
 """conda packages that are a toolchain, a C library or conda itself: nothing to install from PyPI."""
 _CONDA_OTHER = re.compile(r"doc|lint|bench|min|bare|oldest|lowest|windows|win\b|macos|osx|darwin|upstream|nightly|"
                           r"release|build|mypy|typing")
+
+
+class NoxInstall(NamedTuple):
+    """One `session.install(...)` of a noxfile, its arguments as pip takes them."""
+
+    session: str
+    """The function it is in (a nox session's name, or a helper's)."""
+    args: list[str]
+    """Its words; `nox.project.dependency_groups(PYPROJECT, "g")` reads `--group g`, `--opt=value`
+    two words. What cannot be read statically (an attribute, a call's result) is left out."""
+
+
+def nox_installs(source: str) -> list[NoxInstall]:
+    """The `install` calls on each function's first parameter (the session) in a noxfile, read
+    statically: string constants, module-level constants of strings (`*BINARY_ONLY`) and
+    `dependency_groups(...)` calls resolved; [] when it does not parse."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return []
+    constants: dict[str, list[str]] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            words = _nox_words(node.value, {})
+            if words is not None:
+                constants[node.targets[0].id] = words
+    found = []
+    for function in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)):
+        if not function.args.args:
+            continue
+        session = function.args.args[0].arg
+        for call in (n for n in ast.walk(function) if isinstance(n, ast.Call)):
+            target = call.func
+            if (isinstance(target, ast.Attribute) and target.attr == "install" and isinstance(target.value, ast.Name)
+                    and target.value.id == session):
+                args = [word for arg in call.args for word in (_nox_words(arg, constants) or [])]
+                found.append(NoxInstall(function.name, [part for word in args for part in _split_option(word)]))
+    return found
+
+
+def _nox_words(node: ast.expr, constants: dict[str, list[str]]) -> list[str] | None:
+    """The words an argument of `session.install` stands for; None when it cannot be read."""
+    if isinstance(node, ast.Starred):
+        node = node.value
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, ast.Name):
+        return constants.get(node.id)
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        words = [_nox_words(item, constants) for item in node.elts]
+        return None if any(w is None for w in words) else [x for w in words for x in w or []]
+    if isinstance(node, ast.Call):
+        name = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+        if name == "dependency_groups":  # nox.project.dependency_groups(pyproject, "g", ...)
+            groups = [a.value for a in node.args[1:] if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+            return [word for group in groups for word in ("--group", group)]
+    return None
+
+
+def _split_option(word: str) -> list[str]:
+    """`--group=test` as `--group`, `test`; any other word as it is."""
+    if word.startswith("--") and "=" in word:
+        return word.split("=", 1)
+    return [word]
 
 
 def conda_files(root: Path) -> list[str]:

@@ -57,6 +57,7 @@ from swedojo.repolaunch.recipes.pyreqs import (
     conda_files,
     conda_requirements,
     distribution_of,
+    nox_installs,
     read_requirement_file,
     requirement,
     tolerant_install,
@@ -478,8 +479,9 @@ class _PythonPlan:
         if not path.is_file():
             return
         self.out.dependency_files.append("noxfile.py")
-        for call in re.findall(r"session\.install\(([^)]*)\)", read_text(path)):
-            args = re.findall(r"['\"]([^'\"]+)['\"]", call)
+        installs = nox_installs(read_text(path))
+        others = sorted({i.session for i in installs if _OTHER_JOB.search(i.session.lower()) and "test" not in i.session})
+        for args in (i.args for i in installs if i.session not in others):
             for i, arg in enumerate(args):
                 before = args[i - 1] if i else ""
                 if arg in ("-r", "--requirement") and i + 1 < len(args):
@@ -492,7 +494,7 @@ class _PythonPlan:
                         self._add(self.extras, extra)
                 elif not arg.startswith("-") and arg != "." and before not in _PIP_VALUED | {"--group"}:
                     self._take(arg, "noxfile.py")
-        self.out.note("noxfile.py", "session.install calls")
+        self.out.note("noxfile.py", "session.install calls" + (f"; left out: sessions {', '.join(others)}" if others else ""))
 
     def _pipfile(self) -> None:
         path = self.root / "Pipfile"
