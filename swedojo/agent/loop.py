@@ -31,7 +31,9 @@ from swedojo.agent.backends import (
     TransientBackendError,
 )
 from swedojo.agent.base import Interrupted, RunContext, derived_seed
+from swedojo.sandboxes import scope as sandbox_scope
 from swedojo.sandboxes.base import Sandbox, SandboxError
+from swedojo.sandboxes.scope import ScopeClosedError
 from swedojo.schema import (
     EnvSpec,
     ExitStatus,
@@ -235,6 +237,8 @@ class ModelPolicy:
                 if time.monotonic() - episode.started > limits.max_wall_s:
                     status = ExitStatus.LIMIT_TIME
                     break
+                if (scope := sandbox_scope.current()) is not None and scope.closed_because:
+                    raise ScopeClosedError(f"no next step: {scope.closed_because}")
                 stop = self.step(episode, index)
                 if stop is not None:
                     status = stop

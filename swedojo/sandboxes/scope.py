@@ -63,6 +63,11 @@ def scoped(scope: SandboxScope) -> Iterator[SandboxScope]:
         _current.reset(token)
 
 
+def current() -> SandboxScope | None:
+    """The scope current in this context, if any: once it is closed, nobody waits for the work in it."""
+    return _current.get()
+
+
 def adopt(sandbox: Sandbox) -> Sandbox:
     """`sandbox`, joined to the current scope if there is one."""
     scope = _current.get()

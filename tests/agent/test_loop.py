@@ -120,3 +120,37 @@ def test_server_tool_calls_with_broken_json_are_format_errors():
                                      ToolCall(name="bash", arguments={RAW_ARGUMENTS_KEY: '{"command": "ls'})])
     assert [c.arguments for c in good] == [{"command": "ls"}]
     assert "not a JSON object" in errors[0].message and '{"command": "ls' in errors[0].excerpt
+
+
+def test_an_episode_whose_scope_closes_stops_sampling_at_the_next_token_and_takes_no_next_step(tmp_path, tiny):
+    """A cancelled batch or an instance out of time closes the episode's sandbox scope from another
+    thread; the in-process model went on sampling to its token budget, and the loop on to its next
+    steps, holding the node's CPUs for minutes after the cancel. Now the generation ends at the next
+    token (finish `cancelled`) and the loop at its next step, as a lost sandbox."""
+    from swedojo.agent.backends.base import FinishReason, SamplingParams
+    from swedojo.sandboxes.scope import SandboxScope, scoped
+
+    env, task = setup(tmp_path)
+    backend = tiny("glm_moe_dsa")
+    scope = SandboxScope()
+    forwards = []
+
+    def close_on_the_first_decode(_module, _args, _output):
+        forwards.append(scope.closed_because)
+        if len(forwards) == 2:  # the prefill, then the first decode step
+            scope.close("the batch was cancelled")
+
+    policy = ModelPolicy(backend, AgentConfig(sampling=SamplingParams(temperature=0.0, max_new_tokens=200)))
+    hook = backend.model.register_forward_hook(close_on_the_first_decode)
+    try:
+        with scoped(scope), env.open(task.base_commit) as sandbox:
+            trajectory = policy.solve(task, sandbox, RunContext(spec=env.spec))
+    finally:
+        hook.remove()
+    assert forwards == ["", ""], f"{len(forwards)} forwards, {len(forwards) - 2} after the scope closed"
+    assert trajectory.exit_status == ExitStatus.INFRA_ERROR
+    assert "the batch was cancelled" in trajectory.error and len(trajectory.steps) <= 1
+    # asked outside any episode, a closed scope gives no token at all
+    with scoped(scope):
+        generation = backend.generate_ids([1, 2, 3], SamplingParams(max_new_tokens=50), conversation_id="closed")
+    assert generation.finish_reason == FinishReason.CANCELLED and generation.token_ids == []

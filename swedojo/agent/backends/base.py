@@ -49,6 +49,9 @@ class FinishReason(str, Enum):
     """A stop token or stop string was produced."""
     LENGTH = "length"
     """`max_new_tokens` was reached."""
+    CANCELLED = "cancelled"
+    """The unit of work it was for was given up (its sandbox scope closed: a batch cancelled, an
+    instance out of time): sampling stopped at the next token."""
 
 
 class Message(BaseModel):

@@ -64,6 +64,7 @@ from swedojo.agent.backends.batching import DecodeScheduler, RowCaches
 from swedojo.agent.backends.dsa import prepare_glm_moe_dsa
 from swedojo.agent.backends.routing import RoutingRecorder
 from swedojo.agent.chats import ChatFormat, chat_format_for
+from swedojo.sandboxes import scope as sandbox_scope
 
 
 class CheckpointNotFoundError(BackendError):
@@ -302,8 +303,11 @@ class _Turn:
     """One call's sampling: tokens drawn from successive logits until a stop token, a stop string or
     the budget. The unbatched loop and the decode scheduler (`batching.py`) both drive it."""
 
-    def __init__(self, params: SamplingParams, generator: torch.Generator, budget: int, chat: ChatFormat) -> None:
+    def __init__(self, params: SamplingParams, generator: torch.Generator, budget: int, chat: ChatFormat,
+                 scope: sandbox_scope.SandboxScope | None = None) -> None:
         self.params, self.generator, self.budget, self.chat = params, generator, budget, chat
+        self.scope = scope
+        """The calling unit of work's sandbox scope: once it closes, sampling stops (`CANCELLED`)."""
         self.stop_ids = chat.stop_token_ids | set(params.stop_token_ids)
         self.longest_stop = max((len(s.encode()) for s in params.stop), default=0)
         self.sampled: list[int] = []
@@ -312,6 +316,9 @@ class _Turn:
 
     def next_token(self, logits: torch.Tensor) -> int | None:
         """Sample from `logits`; the token to feed next, or None when the turn is over."""
+        if self.scope is not None and self.scope.closed_because:
+            self.finish = FinishReason.CANCELLED
+            return None
         token, logprob = sample_token(logits, self.params, self.generator)
         self.sampled.append(token)
         self.logprobs.append(logprob)
@@ -427,7 +434,7 @@ class InProcessBackend:
         generator = self._generator
         if params.seed is not None:
             generator = torch.Generator(self.device).manual_seed(params.seed)
-        turn = _Turn(params, generator, budget, self.chat)
+        turn = _Turn(params, generator, budget, self.chat, sandbox_scope.current())
         scheduler = self.scheduler
         whole_call = self._lock if scheduler is None else nullcontext()
         with whole_call, torch.inference_mode(), self._state(conversation_id) as conversation:
