@@ -55,7 +55,7 @@ from swedojo.repolaunch.recipes.python import (
     unimportable,
 )
 from swedojo.repolaunch.registries import unreachable_registry
-from swedojo.repolaunch.validate import has_failures, network_tests, validate
+from swedojo.repolaunch.validate import failing_tests, passing_among, validate
 from swedojo.repos import CommitNotFoundError, RepoNotFoundError, checkout, resolve_repo
 from swedojo.sandboxes.base import ExecResult, Sandbox, SandboxConfig, SandboxError
 from swedojo.sandboxes.environment import Environment, PrepareError, prepare
@@ -592,16 +592,24 @@ _VALIDATED = {"repo", "test_status", "flaky_tests", "network_tests", "skipped_fo
 
 
 def _validated(spec: EnvSpec, source: Path, log: BuildLog, runs: int, test_timeout: float) -> EnvSpec:
-    """`spec` with its baseline: `runs` runs with the network off, one with it on if tests failed."""
+    """`spec` with its baseline: `runs` runs with the network off, then the failing tests with it on
+    (and those that passed there alone with it off again, where the runner ran them alone)."""
     config = SandboxConfig(command_timeout_s=test_timeout, total_time_s=(runs + 2) * test_timeout)
     env = environment(spec, source, config)
     with prepared_sandbox(env, spec.commit, log, test_timeout) as sandbox:
         baseline = validate(sandbox, spec, log, runs, test_timeout, spec.test_scope)
     needs_network: list[str] = []
-    if has_failures(baseline.test_status):
+    if failing := failing_tests(baseline):
         online = env.model_copy(update={"config": config.model_copy(update={"network": True})})
         with prepared_sandbox(online, spec.commit, log, test_timeout) as sandbox:
-            needs_network = network_tests(sandbox, spec, log, baseline, test_timeout, spec.test_scope)
+            needs_network, alone = passing_among(sandbox, spec, log, failing, "with the network on (tests failed with "
+                                                 "it off)", test_timeout)
+        if needs_network and alone:
+            with prepared_sandbox(env, spec.commit, log, test_timeout) as sandbox:
+                offline, _ = passing_among(sandbox, spec, log, needs_network, "with the network off, of those alone",
+                                           test_timeout)
+            needs_network = sorted(set(needs_network) - set(offline))
+        log.write(f"network tests: {len(needs_network)}\n")
     return spec.model_copy(update={"test_status": baseline.test_status, "flaky_tests": baseline.flaky_tests,
                                    "network_tests": needs_network, "suite_seconds": round(baseline.seconds, 1),
                                    "skipped_for_modules": baseline.skipped_for_modules})

@@ -2,8 +2,10 @@
 
 Backend-agnostic: it only needs a `Sandbox`. Runs happen in one sandbox one after another, so a
 test that depends on what an earlier run left behind shows up as flaky too. The runs have the
-network off; when some test fails, one more run in a sandbox with the network on names the tests
-that need it (`EnvSpec.network_tests`), kept out of baselines like flaky ones.
+network off; when some test fails, one more run of the failing tests in a sandbox with the network
+on names the tests that need it (`EnvSpec.network_tests`), kept out of baselines like flaky ones.
+Where the runner ran them alone, those that passed are run alone once more with the network off:
+a test that passes alone either way failed for the suite around it, not for want of the network.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from swedojo.repolaunch.buildlog import BuildLog
 from swedojo.repolaunch.errors import DiscoveryError, ValidateError
 from swedojo.sandboxes.base import Sandbox
 from swedojo.schema import EnvSpec, TestStatus
+from swedojo.testrun.command import selection
 from swedojo.testrun.errors import SummaryMismatchError
 from swedojo.testrun.parsers import WORST_FIRST, check_counts, check_summary
 from swedojo.testrun.run import SuiteRun, TestRunError, passed, run_suite, run_tests
@@ -97,17 +100,21 @@ def validate(sandbox: Sandbox, spec: EnvSpec, log: BuildLog, runs: int = 2, time
                     seconds=seconds)
 
 
-def has_failures(statuses: dict[str, TestStatus]) -> bool:
-    """Whether a baseline is worth one more run with the network on."""
-    return any(status in (TestStatus.FAILED, TestStatus.ERROR) for status in statuses.values())
+def failing_tests(baseline: Baseline) -> list[str]:
+    """Where some test failed: the baseline's tests that did not pass (skipped ones too), flaky ones
+    aside, which a run with the network on may explain; none where no test failed."""
+    if not any(status in (TestStatus.FAILED, TestStatus.ERROR) for status in baseline.test_status.values()):
+        return []
+    flaky = set(baseline.flaky_tests)
+    return sorted(test for test, status in baseline.test_status.items() if not passed(status) and test not in flaky)
 
 
-def network_tests(sandbox: Sandbox, spec: EnvSpec, log: BuildLog, baseline: Baseline, timeout: float = 1800.0,
-                  tests: list[str] | None = None) -> list[str]:
-    """One run in a sandbox with the network on: the tests that pass only there (flaky ones aside)."""
-    log.begin("test run with the network on (tests failed with it off)")
-    online = _run(sandbox, spec, log, timeout, list(tests or []))
-    found = sorted(test for test, status in baseline.test_status.items()
-                   if not passed(status) and test not in baseline.flaky_tests and online.passed(test))
-    log.write(f"network tests: {len(found)}\n")
-    return found
+def passing_among(sandbox: Sandbox, spec: EnvSpec, log: BuildLog, tests: list[str], why: str,
+                  timeout: float = 1800.0) -> tuple[list[str], bool]:
+    """One run of `tests` (the whole suite where the runner cannot be given them): those of them that
+    passed, and whether the run was of them alone."""
+    log.begin(f"test run {why}")
+    run = _run(sandbox, spec, log, timeout, tests)
+    found = sorted(test for test in tests if run.passed(test))
+    log.write(f"passed: {len(found)} of {len(tests)}\n")
+    return found, selection(spec, tests) is not None

@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import typer
 from launch_helpers import (
+    NEEDS_NETWORK,
     CALC_FLAKY,
     CALC_NETWORK,
     CALC_STATUSES,
@@ -142,6 +143,33 @@ def test_a_requirement_file_that_does_not_install_is_left_out_on_a_retry(make_re
     log = (tmp_path / "out" / "build.log").read_text()
     assert "ResolutionImpossible" in log and "pins loosened" in log
     assert json.loads((tmp_path / "out" / "envspec.json").read_text())["attempts"] == spec.attempts
+
+
+def test_only_the_failing_tests_run_again_with_the_network_on(make_repo, tmp_path: Path, env_cache: Path) -> None:
+    """Seen on a real repository of 26,000 tests, 316 failing at the commit: the run with the network
+    on was of the whole suite again (12 minutes). It is of the failing tests alone now; those that
+    pass alone run alone once more with the network off, so a test that failed only for the suite
+    around it (here: a variable an earlier test leaves set) is not taken for a network test."""
+    repo = make_repo("netonly", {
+        "requirements-test.txt": "pytest\n",
+        "tests/test_a.py": "import os\n\n\ndef test_pollutes():\n    os.environ['LEFT_BEHIND'] = '1'\n",
+        "tests/test_b.py": "import os\n\n\ndef test_clean():\n    assert 'LEFT_BEHIND' not in os.environ\n\n\n"
+                           "def test_bug():\n    assert 1 + 1 == 3\n",
+        "tests/test_net.py": NEEDS_NETWORK,
+    })
+    spec = launch(str(repo), tmp_path / "out", cache_dir=env_cache / "envs")
+    assert spec.test_status == {"tests/test_a.py::test_pollutes": TestStatus.PASSED,
+                                "tests/test_b.py::test_bug": TestStatus.FAILED,
+                                "tests/test_b.py::test_clean": TestStatus.FAILED,
+                                "tests/test_net.py::test_needs_network": TestStatus.FAILED}
+    assert spec.network_tests == ["tests/test_net.py::test_needs_network"]
+    log = (tmp_path / "out" / "build.log").read_text()
+    online = log.split("==> test run with the network on", 1)[1].split("==>", 1)[0]
+    command = next(line for line in online.splitlines() if line.startswith("$ "))
+    assert "tests/test_b.py::test_bug" in command and "tests/test_net.py::test_needs_network" in command, command
+    assert "test_pollutes" not in command, command
+    again = log.split("==> test run with the network off, of those alone", 1)[1].split("==>", 1)[0]
+    assert "passed: 1 of 2" in again  # test_clean passes alone offline too: not a network test
 
 
 def test_the_local_backend_says_upfront_which_python_it_lacks(make_repo, tmp_path: Path, env_cache: Path) -> None:
