@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import Self
 
+from background_job import AS_A_BACKGROUND_JOB
+
 from swedojo.executors import local_ip_towards
 
 RAY = Path(sys.executable).parent / "ray"
@@ -100,7 +102,7 @@ class RayCluster:
                    *(f"{option}={port}" for option, port in ports.items()), *args]
         log = (self.root / f"{name}.log").open("w")
         if sigint_ignored:  # as a background job: the shell ignores SIGINT, and exec keeps it ignored
-            command = ["sh", "-c", "trap '' INT; exec \"$@\"", "sh", *command]
+            command = [*AS_A_BACKGROUND_JOB, *command]
         if cores:  # taskset execs `ray start`: the node's process is still the one started here
             command = ["taskset", "--cpu-list", ",".join(map(str, sorted(cores))), *command]
         self.nodes[name] = subprocess.Popen(command, env=self.env, stdout=log, stderr=subprocess.STDOUT,

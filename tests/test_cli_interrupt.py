@@ -11,16 +11,13 @@ import sys
 import time
 from pathlib import Path
 
+from background_job import AS_A_BACKGROUND_JOB
+
 from swedojo.datasets.registry import load_suite
 
 DOJO = str(Path(sys.executable).with_name("dojo"))
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "COLUMNS": "400", "PYTHONPATH": str(ROOT)}  # this checkout's code, one line per message
-
-
-AS_A_BACKGROUND_JOB = ["sh", "-c", "trap '' INT; exec \"$@\"", "sh"]
-"""Start the child as `cmd &` in a non-interactive shell does (CI's own runner may): SIGINT ignored,
-so Python installs no KeyboardInterrupt handler of its own; the command must install one."""
 
 
 def _results(out: Path) -> set[str]:

@@ -271,10 +271,10 @@ def _failing_at_base(instance: TaskInstance, spec: EnvSpec, named: Mapping[str, 
         return {}
     recorded = set(instance.passed_at_base)
     found = {}
-    for test, ids in named.items():
-        failing = [i for i in ids if not passed(statuses.get(i)) and i in spec.test_status
+    for test in (t for t in named if t in recorded):
+        failing = [i for i in named[test] if not passed(statuses.get(i)) and i in spec.test_status
                    and not passed(spec.test_status[i])]
-        if test in recorded and failing:
+        if failing:
             found[test] = failing
     return found
 

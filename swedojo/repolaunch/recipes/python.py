@@ -481,7 +481,7 @@ class _PythonPlan:
         self.out.dependency_files.append("noxfile.py")
         installs = nox_installs(read_text(path))
         others = sorted({i.session for i in installs if _OTHER_JOB.search(i.session.lower()) and "test" not in i.session})
-        for args in (i.args for i in installs if i.session not in others):
+        for args in (install.args for install in installs if install.session not in others):
             for i, arg in enumerate(args):
                 before = args[i - 1] if i else ""
                 if arg in ("-r", "--requirement") and i + 1 < len(args):
