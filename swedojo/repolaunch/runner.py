@@ -42,6 +42,11 @@ _NODE_VALUED = frozenset({"-r", "--require", "--loader", "--experimental-loader"
                           "--conditions", "--inspect-port", "--title"})
 """node options whose value is the next word (not the script to run)."""
 _ENV_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*=")
+CHECKS = frozenset({"eslint", "standard", "semistandard", "xo", "prettier", "tslint", "jshint", "jscs", "biome",
+                    "gts", "markdownlint", "markdownlint-cli2", "size-limit", "tsd", "dtslint", "attw", "publint",
+                    "depcheck", "lockfile-lint", "commitlint", "check-dts", "license-checker", "audit-ci"})
+"""Commands that only check the sources (lint, formatting, type declarations, bundle size): a step
+the tests never need, left out of the steps run before them (`ScriptTrace.prepare`)."""
 MAX_DEPTH = 10
 """Scripts followed below the start one; deeper chains are not followed."""
 MAX_SCRIPTS = 50
@@ -78,6 +83,11 @@ class ScriptTrace(BaseModel):
     """Scripts followed to the runner, the start one first; when none was found, every script read."""
     passed_over: list[str] = Field(default_factory=list)
     """Commands read before the runner that start none (lint, build, type checks), for evidence."""
+    prepare: list[str] = Field(default_factory=list)
+    """Commands the scripts run before the runner that make what the tests use (a compile step in
+    the chain, a `pre<script>` hook npm runs before the script), each with the `VAR=value` words that
+    applied to it; a script that only builds is run whole (`npm run compile -- -p tsconfig.test.json`),
+    checks (`CHECKS`, `tsc --noEmit`) are left out."""
     reason: str = ""
     """Why no runner was found; empty when one was."""
 
@@ -249,6 +259,7 @@ class _Search:
         self.passed_over: list[str] = []
         self.problems: list[str] = []
         self.found: list[tuple[RunnerInvocation, list[str]]] = []
+        self.prepare: list[str] = []
 
     def script(self, name: str, extra: list[str], env: list[str], path: list[str], workdir: str,
                dropped: list[str]) -> None:
@@ -265,6 +276,8 @@ class _Search:
         except ValueError as error:
             self.problems.append(f"{name}: {error}")
             return
+        if f"pre{name}" in self.scripts and not name.startswith("pre"):
+            self.prepare += _Steps(self.scripts).of_script(f"pre{name}", [], env)
         before = len(self.found)
         self.commands(segments, env, [*path, name])
         for invocation, _ in self.found[before:]:
@@ -287,13 +300,19 @@ class _Search:
             for name in call[0] if call else []:
                 if name not in self.scripts:
                     self.problems.append(f"script {name} is not in package.json")
-                else:
-                    self.script(name, call[1], [*env, *command.env], path, workdir, command.dropped)
+                    continue
+                found, prepared = len(self.found), len(self.prepare)
+                self.script(name, call[1], [*env, *command.env], path, workdir, command.dropped)
+                if len(self.found) == found == 0 and not workdir:  # a script before the runner: a step it may need
+                    del self.prepare[prepared:]
+                    self.prepare += _Steps(self.scripts).of_script(name, call[1], [*env, *command.env])
             if call:
                 continue
             start = _starts(words[command.index:]) if command else None
             if command is None or start is None:
                 self.passed_over.append(" ".join(w.raw for w in words))
+                if not self.found and not workdir:
+                    self.prepare += _Steps(self.scripts).of_command(words, env)
                 continue
             runner, args_at = start
             args = _runner_args(words[command.index + args_at:], command.dropped)
@@ -301,6 +320,84 @@ class _Search:
             self.found.append((RunnerInvocation(runner=runner, command=" ".join(w.raw for w in started),
                                                 args=[w.raw for w in args], env=[*env, *command.env],
                                                 workdir=workdir, dropped=list(command.dropped)), path))
+
+
+def _command_word(texts: list[str]) -> str:
+    """The program a command runs, past `VAR=value` words, wrappers and their options (`npx eslint`)."""
+    for text in texts:
+        if not (_ENV_WORD.match(text) or text in _WRAPPERS or text.startswith("-") or text in ("exec", "dlx")):
+            return text.rsplit("/", 1)[-1]
+    return ""
+
+
+class _Steps:
+    """The build steps of scripts that run before the tests: what is neither a check nor a runner."""
+
+    def __init__(self, scripts: dict[str, str]) -> None:
+        self.scripts = scripts
+        self.seen: set[str] = set()
+
+    def _kinds(self, name: str) -> set[str]:
+        """What a script does, followed through the scripts it runs: "build", "check", "runner"."""
+        if name in self.seen or name not in self.scripts:
+            return {"check"}  # a cycle or a missing script: never run whole
+        self.seen.add(name)
+        try:
+            segments = _segments(self.scripts[name])
+        except ValueError:
+            segments = []  # unreadable: never run
+        kinds: set[str] = set() if segments else {"check"}
+        for words in segments:
+            kind, call, _ = self._classify(words)
+            kinds |= {kind} if call is None else set().union(*(self._kinds(n) for n in call[0])) if call[0] else set()
+        self.seen.discard(name)
+        return kinds
+
+    def _classify(self, words: list[_Word]) -> tuple[str, tuple[list[str], list[str]] | None, list[str]]:
+        """(kind, the scripts it runs if it runs scripts, its `VAR=value` words) of one command."""
+        texts = [w.text for w in words]
+        if texts[0] in ("export", "cd", "echo", "true", ":") or all(_ENV_WORD.match(t) for t in texts):
+            return "none", None, []
+        command = _peel(words, self.scripts)
+        rest = words[command.index:] if command else []
+        call = _script_call(rest, self.scripts) if rest else None
+        if call is not None:
+            return "script", call, command.env if command else []
+        if rest and _starts(rest):
+            return "runner", None, command.env if command else []
+        first = _command_word(texts)
+        if first in CHECKS or (first == "tsc" and "--noEmit" in texts) or first in _PACKAGE_MANAGERS:
+            return "check", None, []  # `npm audit`, `yarn install`: not a step the tests need
+        return "build", None, []
+
+    def of_script(self, name: str, extra: list[str], env: list[str]) -> list[str]:
+        """Steps of script `name` run with `extra` appended: the script whole when it only builds."""
+        if name in self.seen or name not in self.scripts:
+            return []  # a cycle, or no such script
+        kinds = self._kinds(name)
+        if kinds <= {"build", "none"}:
+            if "build" not in kinds:
+                return []
+            return [" ".join([*env, "npm run", name, *(["--", *extra] if extra else [])])]
+        try:
+            segments = _segments(" ".join([self.scripts[name], *extra]))
+        except ValueError:
+            return []
+        steps: list[str] = []
+        self.seen.add(name)
+        for words in segments:
+            steps += self.of_command(words, env)
+        self.seen.discard(name)
+        return steps
+
+    def of_command(self, words: list[_Word], env: list[str]) -> list[str]:
+        """Steps of one simple command of a script: itself when it builds, its scripts' when it runs some."""
+        kind, call, own = self._classify(words)
+        if kind == "build":
+            return [" ".join([*env, *(w.raw for w in words)])]
+        if call is None:
+            return []
+        return [step for name in call[0] if name in self.scripts for step in self.of_script(name, call[1], [*env, *own])]
 
 
 def _selects_files(invocation: RunnerInvocation) -> bool:
@@ -322,7 +419,7 @@ def follow_test_script(scripts: dict[str, str], start: str = "test") -> ScriptTr
     if search.found:
         found, trail = next((item for item in search.found if not _selects_files(item[0])), search.found[0])
         return ScriptTrace(invocation=found, invocations=[item[0] for item in search.found], trail=trail,
-                           passed_over=search.passed_over)
+                           passed_over=search.passed_over, prepare=list(dict.fromkeys(search.prepare)))
     commands = "; ".join(search.passed_over) or "none"
     said = f"no known test runner in scripts {', '.join(search.read)} (their commands: {commands})"
     return ScriptTrace(trail=search.read, passed_over=search.passed_over, reason="; ".join([said, *search.problems]))

@@ -331,6 +331,33 @@ def test_a_build_script_the_tests_do_not_need_is_left_out_when_it_fails(make_rep
     assert "trying again with no build script" in (tmp_path / "out" / "build.log").read_text()
 
 
+def test_the_step_npm_runs_before_the_tests_runs_before_them(make_repo, tmp_path: Path, env_cache: Path,
+                                                          npm_env: dict) -> None:
+    """npm runs `pretest` before `test`: a tests' compile step there runs in every sandbox before
+    the tests (they import its output), its lint part left out; a step that fails, and that the
+    tests do without, is dropped on a second attempt."""
+    compile_step = "const fs = require('fs'); fs.mkdirSync('lib', {recursive: true}); " \
+                   "fs.copyFileSync('src/index.js', 'lib/index.js');"
+    scripts = {"pretest": "npm run lint && node build.js", "lint": "eslint .", "test": "node --test test/",
+               "posttest": 'node -e "process.exit(4)"'}
+    files = {"package.json": json.dumps({"name": "compiled", "version": "1.0.0", "scripts": scripts}),
+             "build.js": compile_step + "\n", "src/index.js": "exports.two = () => 2;\n",
+             "test/a.test.js": "const test = require('node:test');\nconst assert = require('assert');\n"
+                               "test('uses the compiled library', () => assert.strictEqual(require('../lib').two(), 2));\n"}
+    spec = _launch(make_repo("compiled", files, NOW), tmp_path / "out", "local", env_cache)
+    assert spec.test_status == {"uses the compiled library": P}
+    assert "node build.js" in spec.rebuild_commands and "eslint" not in " ".join(spec.rebuild_commands)
+    assert spec.attempts == []
+
+    scripts = {"pretest": 'node -e "process.exit(5)"', "test": "node --test test/"}
+    files = {"package.json": json.dumps({"name": "hooked", "version": "1.0.0", "scripts": scripts}),
+             "test/a.test.js": "const test = require('node:test');\ntest('runs from source', () => {});\n"}
+    spec = _launch(make_repo("hooked", files, NOW), tmp_path / "out2", "local", env_cache)
+    assert spec.test_status == {"runs from source": P}
+    assert "npm run pretest" not in spec.rebuild_commands
+    assert len(spec.attempts) == 1 and "`npm run pretest` exited with 5" in spec.attempts[0], spec.attempts
+
+
 @pytest.mark.docker
 def test_a_fresh_docker_sandbox_takes_the_images_build_outputs_instead_of_building_again(
         make_repo, tmp_path: Path, env_cache: Path, npm_env: dict) -> None:

@@ -93,6 +93,35 @@ def test_the_trail_says_what_was_dropped_and_passed_over() -> None:
     assert trace.passed_over == ["eslint ."]
 
 
+PREPARED = [
+    ("npm's pretest hook, which only builds: run whole, as npm runs it",
+     {"test": "c8 mocha ./test/*.mjs", "pretest": "npm run compile -- -p tsconfig.test.json",
+      "compile": "rimraf build && tsc", "posttest": "npm run check", "check": "gts lint"},
+     ["npm run pretest"]),
+    ("a hook that lints, then builds through a script with arguments",
+     {"test": "mocha", "pretest": "xo && npm run compile -- -p tsconfig.test.json", "compile": "rimraf build && tsc"},
+     ["npm run compile -- -p tsconfig.test.json"]),
+    ("a hook that lints and builds: only the build",
+     {"test": "mocha", "pretest": "npm run lint && npx babel src -d lib", "lint": "eslint . && prettier -c ."},
+     ["npx babel src -d lib"]),
+    ("a compile step in the chain, its variables kept",
+     {"test": "NODE_ENV=test tsc -p . && NODE_ENV=test mocha"}, ["NODE_ENV=test tsc -p ."]),
+    ("a build script before the runner", {"test": "npm run build && jest", "build": "rollup -c"}, ["npm run build"]),
+    ("type checks and lint only", {"test": "tsc --noEmit && npx eslint . && jest"}, []),
+    ("steps after the runner", {"test": "jest && npm run build", "build": "rollup -c"}, []),
+    ("the hook of a script on the trail", {"test": "npm run unit", "preunit": "node gen.js", "unit": "jest"},
+     ["npm run preunit"]),
+]
+
+
+@pytest.mark.parametrize(("scripts", "prepare"), [f[1:] for f in PREPARED], ids=[f[0] for f in PREPARED])
+def test_the_steps_the_scripts_run_before_the_runner_are_kept_without_the_checks(
+        scripts: dict[str, str], prepare: list[str]) -> None:
+    trace = follow_test_script(scripts)
+    assert trace.invocation is not None, trace.reason
+    assert trace.prepare == prepare
+
+
 NOT_FOUND = [
     ("a cycle", {"test": "npm run a", "a": "npm run b", "b": "npm test"}, "cycle test -> a -> b -> test"),
     ("a plain node script", {"test": "node test/index.js"}, "node test/index.js"),

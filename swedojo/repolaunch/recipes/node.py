@@ -35,7 +35,7 @@ from swedojo.repolaunch.recipes.base import (
     LanguageRecipe,
     apt,
 )
-from swedojo.repolaunch.runner import RunnerInvocation, follow_test_script
+from swedojo.repolaunch.runner import RunnerInvocation, ScriptTrace, follow_test_script
 
 NODE_LTS = {"12": date(2019, 4, 23), "14": date(2020, 4, 21), "16": date(2021, 4, 20),
             "18": date(2022, 4, 19), "20": date(2023, 4, 18), "22": date(2024, 4, 24),
@@ -49,11 +49,13 @@ _SCRIPT_PATH = re.compile(r"^npm (?:error|ERR!) path \S*/node_modules/(\S+)$", r
 _SCRIPT_COMMAND = re.compile(r"^npm (?:error|ERR!) command sh -c (.+)$", re.MULTILINE)
 """npm's lines naming a failed lifecycle script: the package's directory, the script's command."""
 LEGACY_PEERS, OMIT_OPTIONAL, LEGACY_OPENSSL = "--legacy-peer-deps", "no optional dependencies", "OpenSSL's legacy provider"
-NO_BUILD = "no build script"
-"""The npm adaptations by name (`NodeRecipe.adaptations`); the last: the tests may not need the
-`build` script that failed (it was run because it is there, not because a test asked for it)."""
+NO_BUILD, NO_STEP = "no build script", "without a step before the tests"
+"""The npm adaptations by name (`NodeRecipe.adaptations`); the last two: the tests may not need the
+`build` script that failed (it was run because it is there, not because a test asked for it), nor
+a step the scripts run before them (a compile step may need what the sandbox lacks)."""
 BUILD_SCRIPT = "npm run build"
 _BUILD_FAILED = re.compile(rf"`{BUILD_SCRIPT}` exited with \d+")
+_STEP_FAILED = re.compile(r"repo layer: `(.+?)` exited with \d+")
 _ERESOLVE = re.compile(r"^npm (?:error|ERR!) code ERESOLVE$", re.MULTILINE)
 _OTHER_PLATFORM = re.compile(r"^npm (?:error|ERR!) (?:code EBADPLATFORM|notsup .*|.*Unsupported platform for \S+)$",
                              re.MULTILINE)
@@ -107,14 +109,13 @@ its worst status): a script that runs them several times (some files under other
 the whole suite) is graded on every invocation."""
 
 
-def _js_runner(scripts: dict[str, str], deps: dict[str, Any]) -> tuple[str, str, list[str]] | None:
+def _js_runner(trace: ScriptTrace, deps: dict[str, Any]) -> tuple[str, str, list[str]] | None:
     """(test command, log parser, how it was found): the runner `scripts.test` reaches through the
     scripts it runs (`runner.follow_test_script`), with its own arguments (files, options) and the
     reporter its parser reads, started as the script starts it when that is `node` with options
     (`node --experimental-vm-modules node_modules/jest/bin/jest.js`); else the first known runner
     among the dependencies; None when there is none. Where the scripts start a `MERGED_REPORTS`
     runner more than once, the command runs each invocation in turn and fails if any failed."""
-    trace = follow_test_script(scripts)
     found = trace.invocation
     if found is not None and (found.runner in JS_RUNNERS or found.runner == "node:test"):
         how = [f"scripts {' -> '.join(trace.trail)}: {found.command}"]
@@ -231,7 +232,8 @@ class NodeRecipe(LanguageRecipe):
         test_script = scripts.get("test", "")
         if test_script:
             out.note("package.json", f"scripts.test: {test_script}")
-        found = _js_runner(scripts, deps)
+        trace = follow_test_script(scripts)
+        found = _js_runner(trace, deps)
         if found is None:
             out.test_command = "npm test"
             out.note("package.json", "no known test runner: results cannot be parsed per test")
@@ -242,6 +244,10 @@ class NodeRecipe(LanguageRecipe):
             out.note("package.json", f"tests run by {out.log_parser}: {out.test_command}")
         if "build" in scripts:
             out.rebuild_commands = [BUILD_SCRIPT]  # npm runs any manager's scripts; only npm is on the PATH
+        for step in trace.prepare:
+            if step not in out.rebuild_commands:
+                out.rebuild_commands.append(step)
+                out.note("package.json", f"run before the tests, as the scripts do: {step}")
         candidates = newest(NODE_LTS, when)
         wanted = ""
         for file in (".nvmrc", ".node-version"):
@@ -280,6 +286,9 @@ class NodeRecipe(LanguageRecipe):
                               (NO_BUILD, _BUILD_FAILED)):
             if (npm or name in (LEGACY_OPENSSL, NO_BUILD)) and (match := pattern.search(said)):
                 found.append(Adaptation(name=name, cause=match.group(0).strip()))
+        step = _STEP_FAILED.search(said)
+        if step and step.group(1) in analysis.rebuild_commands and step.group(1) != BUILD_SCRIPT:
+            found.append(Adaptation(name=NO_STEP, cause=step.group(0)))
         return found + super().adaptations(analysis, said)
 
     def adapt(self, analysis: RepoAnalysis, adaptation: Adaptation) -> RepoAnalysis:
@@ -291,6 +300,8 @@ class NodeRecipe(LanguageRecipe):
                                           for c in analysis.install_commands]
         elif adaptation.name == NO_BUILD:
             update["rebuild_commands"] = [c for c in analysis.rebuild_commands if c != BUILD_SCRIPT]
+        elif adaptation.name == NO_STEP and (step := _STEP_FAILED.search(adaptation.cause)):
+            update["rebuild_commands"] = [c for c in analysis.rebuild_commands if c != step.group(1)]
         elif adaptation.name == LEGACY_OPENSSL:
             prefix = f"NODE_OPTIONS={OPENSSL_LEGACY_OPTION} "
             update = {"install_commands": [prefix + c for c in analysis.install_commands],
