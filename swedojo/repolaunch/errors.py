@@ -57,8 +57,14 @@ class ValidateError(LaunchError):
 class EngineBuildError(InstallError):
     """The container engine failed an image build on its own, no step of it failing: under
     concurrent builds the legacy builder loses a `COPY --from` source ("lstat .../merged/...: no
-    such file") or a parent image ("unknown parent image ID"). The layer is built again once before
-    this is raised, and no other plan is tried: it would not fare better."""
+    such file") or a parent image ("unknown parent image ID"), or commits a `COPY --from` short
+    (`cached_copy`: the build cache holds the short copy, so the layer is built again without it).
+    The layer is built again once before this is raised, and no other plan is tried: it would not
+    fare better."""
+
+    def __init__(self, message: str, log_path: Path | None = None, cached_copy: bool = False) -> None:
+        super().__init__(message, log_path)
+        self.cached_copy = cached_copy
 
 
 class NoRuntimeError(InstallError):

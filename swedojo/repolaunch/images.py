@@ -157,13 +157,26 @@ def runtime_dockerfile(spec: EnvSpec) -> str:
     return "\n".join([*lines, *_run(layer_steps("runtime", spec)), ""])
 
 
+_MANIFEST = f"{ENV_ROOT}/.swedojo-files"
+_COUNT = f"find {ENV_ROOT} -mindepth 1 ! -path {_MANIFEST} | wc -l"
+COPY_LOST_FILES = 97
+"""Exit status of the deps layer's check that `COPY --from` copied every file: the legacy builder
+can lose its source mid-copy (the daemon logs "Can't stat file ... to tar", the layer is committed
+short, and the build cache then serves the short layer to every later build)."""
+
+
 def deps_dockerfile(spec: EnvSpec) -> str:
-    """Two stages: the first has the checkout and installs; the image keeps only `/opt/swedojo/env`."""
+    """Two stages: the first has the checkout and installs; the image keeps only `/opt/swedojo/env`,
+    counted in both stages (`COPY_LOST_FILES`)."""
     runtime = spec.layers["runtime"]
     lines = [f"FROM {runtime} AS build", _env_line(recipe_for(spec.language).image_install_env(
         ENV_ROOT, SYSTEM_PATH, dated=bool(spec.resolution_date)))]
-    lines += ["COPY opt /opt", *_run(layer_steps("deps", spec), SRC)]
-    lines += [f"FROM {runtime}", f"COPY --from=build {ENV_ROOT} {ENV_ROOT}", _env_line(layer_env(spec)), ""]
+    lines += ["COPY opt /opt", *_run(layer_steps("deps", spec), SRC),
+              f"RUN [ ! -d {ENV_ROOT} ] || {_COUNT} > {_MANIFEST}"]  # no layer: the copy fails on its own
+    lines += [f"FROM {runtime}", f"COPY --from=build {ENV_ROOT} {ENV_ROOT}",
+              f'RUN n=$({_COUNT}) && [ "$n" = "$(cat {_MANIFEST})" ] || '
+              f'{{ echo "the engine copied $n of $(cat {_MANIFEST}) files of {ENV_ROOT}"; exit {COPY_LOST_FILES}; }}',
+              _env_line(layer_env(spec)), ""]
     return "\n".join(lines)
 
 
@@ -298,6 +311,9 @@ def _build(name: str, spec: EnvSpec, checkout: Path, log: BuildLog, nocache: boo
             for chunk in stream:
                 if "error" in chunk:
                     found = _FAILED.search(chunk["error"])
+                    if found and found.group(1) == str(COPY_LOST_FILES) and name == "deps":
+                        raise EngineBuildError(f"{name} layer: {chunk['error'].strip()}: its copy lost files", log.path,
+                                               cached_copy=True)
                     if found and current >= 0:
                         raise LayerBuildError(f"{name} layer: `{steps[current]}` exited with {found.group(1)}", log.path)
                     raise EngineBuildError(f"{name} layer: {chunk['error'].strip()}", log.path)
@@ -324,7 +340,9 @@ def _build_retrying(name: str, spec: EnvSpec, checkout: Path, log: BuildLog, noc
         except EngineBuildError as exc:
             if attempt == ENGINE_RETRIES:
                 raise
-            log.write(f"{exc.message}: the engine failed, no step did: building the layer again\n")
+            nocache = nocache or exc.cached_copy  # the short copy is in the build cache: not from there again
+            log.write(f"{exc.message}: the engine failed, no step did: building the layer again"
+                      f"{' without the build cache' if exc.cached_copy else ''}\n")
 
 
 def _save(name: str, tag: str, store: Path, log: BuildLog) -> None:

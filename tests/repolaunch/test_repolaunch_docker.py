@@ -148,6 +148,26 @@ def test_a_failure_of_the_engines_own_is_built_again_once_then_raised(tmp_path: 
     assert log.path.read_text().count("the engine failed, no step did: building the layer again") == images.ENGINE_RETRIES
 
 
+def test_a_deps_layer_copied_short_is_caught_and_built_again_without_the_cache(tmp_path: Path, monkeypatch) -> None:
+    """The legacy builder can commit a `COPY --from` short when it loses the source mid-copy, and its
+    cache then serves the short copy to every later build (seen: 12 of 562 packages of a
+    node_modules). The image counts the layer's files in both stages; here the two counts are made
+    to differ (a count that is new each time it runs), so the check fails as a short copy would: the
+    layer is built again without the cache, then `EngineBuildError` says what was lost."""
+    from swedojo.repolaunch import images
+    from swedojo.repolaunch.buildlog import BuildLog
+
+    monkeypatch.setattr(images, "_COUNT", "cat /proc/sys/kernel/random/uuid")
+    spec = _copying_nothing(tmp_path).model_copy(update={"install_commands": [f"mkdir -p {images.ENV_ROOT}/lib"]})
+    log = BuildLog(tmp_path / "build.log")
+    with pytest.raises(EngineBuildError) as caught:
+        images.build_images(spec, tmp_path, log, tmp_path / "locks")
+    assert "its copy lost files" in caught.value.message
+    text = log.path.read_text()
+    assert "the engine copied" in text and "building the layer again without the build cache" in text
+    assert "deps layer: building swedojo/deps:engine-failure-" in text and "(no cache)" in text
+
+
 def test_a_builds_leftover_images_wait_until_no_build_runs_beside(tmp_path: Path) -> None:
     """Removing an image removes its untagged parents, which a build running beside may have just
     taken from its cache: a build's leftovers (its build stage, a failed step's image) are removed
