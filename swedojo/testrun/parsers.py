@@ -649,6 +649,13 @@ def parse_tap(log: str) -> dict[str, TestStatus]:
     return results
 
 
+def tally_tap(log: str) -> Counts:
+    """What node's summary counts: every test point, also those whose names another shares (its
+    TAP names no file: `test('adds')` in two files gives one id, with the worse status)."""
+    lines = log.splitlines()
+    return _counted([p.status for p in _tap_points(lines) if p.index >= 0 and not _tap_is_suite(lines, p)])
+
+
 def summary_tap(log: str) -> Counts | None:
     """node's closing "# tests 7 / # pass 4 / # fail 1 / # cancelled 0 / # skipped 1 / # todo 1";
     from another producer (whose "# tests" may count assertions or leave skips out) only the plan
@@ -883,9 +890,11 @@ SUMMARIES: dict[str, Callable[[str], Counts | None]] = {
 }
 """Readers of each framework's own totals."""
 
-TALLIES: dict[str, Callable[[str], Counts | None]] = {"jest": tally_jest, "vitest": tally_jest, "uvu": tally_uvu, "node-tap": tally_node_tap, "tape": tally_tape}
+TALLIES: dict[str, Callable[[str], Counts | None]] = {"jest": tally_jest, "vitest": tally_jest, "uvu": tally_uvu,
+                                                     "node-tap": tally_node_tap, "tape": tally_tape, "tap": tally_tap}
 """For a parser whose ids are not what its framework counts (uvu's are suites, tap and tape count
-assertions): what the log it parsed accounts for, set against the summary instead of its ids."""
+assertions, node's TAP names tests without their files): what the log it parsed accounts for, set
+against the summary instead of its ids."""
 
 
 class UnknownParserError(KeyError):
