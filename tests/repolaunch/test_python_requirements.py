@@ -173,6 +173,28 @@ def test_an_editable_install_gets_what_its_build_backend_asks_for(make_repo, tmp
     assert "editables" in spec.resolved_dependencies, spec.resolved_dependencies
 
 
+def test_c_sources_the_repository_leaves_to_cython_are_generated_before_the_build(make_repo, tmp_path: Path,
+                                                                                  env_cache: Path) -> None:
+    """setup.py compiles `fast/_speed.c`, which the project's own `make cython` writes from the
+    committed `.pyx` and git does not hold: Cython is installed, and generates it before the project
+    is built (in the deps layer, which builds "." to learn its dependencies, and in each work tree).
+    Before, the build failed on "_speed.c: No such file or directory"."""
+    repo = make_repo("cythonized", {
+        "setup.py": "from setuptools import Extension, setup\n"
+                    "setup(name='fast', version='1', packages=['fast'],\n"
+                    "      ext_modules=[Extension('fast._speed', sources=['fast/_speed.c'])])\n",
+        "fast/__init__.py": "from fast._speed import triple\n",
+        "fast/_speed.pyx": "def triple(int x):\n    return 3 * x\n",
+        "Makefile": "cython:\n\tcython fast/_speed.pyx\n",
+        "tests/test_fast.py": "import fast._speed\n\n\ndef test_compiled():\n"
+                              "    assert fast.triple(2) == 6 and fast._speed.__file__.endswith('.so')\n",
+    })
+    spec = launch(str(repo), tmp_path / "out", cache_dir=env_cache / "envs")
+    assert spec.test_status == {"tests/test_fast.py::test_compiled": P}
+    assert "python -m cython fast/_speed.pyx" in spec.rebuild_commands
+    assert "cython" in {name.lower() for name in spec.resolved_dependencies}, spec.resolved_dependencies
+
+
 def test_the_console_line_names_the_exception_not_pips_trailer() -> None:
     from swedojo.repolaunch.buildlog import cause
 

@@ -238,6 +238,7 @@ class _PythonPlan:
         self.extras: list[str] = []
         self.groups: list[str] = []
         self.build_requires: list[str] = []
+        self.cython: list[str] = []  # Cython sources whose C output the build needs and git lacks
         self.install_project = False  # pip has to build "." to learn its dependencies
         self.editable = False
         self.backend: tuple[str, list[str]] = ("", [])  # pyproject's build-backend and backend-path
@@ -365,11 +366,22 @@ class _PythonPlan:
         if match := re.search(r"python_requires\s*=\s*['\"]([^'\"]+)['\"]", text):
             self.requires_python.append(("setup.py", match.group(1)))
         self._classifiers("setup.py", text)
+        self._generated_sources(text)
         block = re.search(r"extras_require\s*=\s*(?:dict\()?\{?(.*?)[})]", text, re.DOTALL)
         keys = re.findall(r"['\"]?(\w+)['\"]?\s*[:=]", block.group(1)) if block else []
         for extra in [e for e in TEST_EXTRAS if e in keys] or [e for e in DEV_EXTRAS if e in keys]:
             self._add(self.extras, extra)
         self.out.note("setup.py", "setuptools project" + (f"; extras {', '.join(self.extras)}" if self.extras else ""))
+
+    def _generated_sources(self, text: str) -> None:
+        """C or C++ sources setup.py compiles that git lacks but whose Cython source it has (the
+        project's own `make cython` writes them): Cython is installed to build, and generates them
+        before the project is built, in the deps layer and in every work tree."""
+        for source, ext in sorted(set(re.findall(r"['\"]([\w./-]+\.(c|cpp))['\"]", text))):
+            pyx = source.removesuffix(f".{ext}") + ".pyx"
+            if not (self.root / source).exists() and (self.root / pyx).is_file():
+                self._add(self.cython, f"{'--cplus ' if ext == 'cpp' else ''}{pyx}")
+                self.out.note("setup.py", f"compiles {source}, which the repository does not hold: generated from {pyx} by Cython")
 
     def _setup_cfg(self) -> None:
         path = self.root / "setup.cfg"
@@ -617,8 +629,12 @@ class _PythonPlan:
             out.install_commands.append(shlex.join(["pip", "install", undated]))
             out.note("(install)", f"{undated}: no release before {out.resolution_date} on the index (deleted and "
                                   "uploaded again later?): installed first, undated")
+        if self.cython:
+            self._add(self.build_requires, "cython")
         if self.build_requires and self.editable:
             out.install_commands.append(shlex.join(["pip", "install", *when, *self.build_requires]))
+        generate = [f"python -m cython {pyx}" for pyx in self.cython]
+        out.install_commands += generate  # before "." is built below
         if self.backend[0] and self.editable:
             out.install_commands.append(editable_needs(*self.backend, out.resolution_date))
             out.note("pyproject.toml", f"build backend {self.backend[0]}: what it asks for to build editable is installed")
@@ -658,7 +674,7 @@ class _PythonPlan:
             out.note("(requirements)", change.describe())
         out.requirement_changes = [change.describe() for change in self.changes]
         if self.editable:
-            out.rebuild_commands.append(EDITABLE_OR_INSTALLED)
+            out.rebuild_commands += [*generate, EDITABLE_OR_INSTALLED]
             out.build_command = REINSTALL_IF_NOT_EDITABLE
         out.test_command, out.log_parser = self._runner() or (self._pytest_command(), "pytest")
 
