@@ -120,6 +120,8 @@ class CiCommand(BaseModel):
     """The step's `working-directory`, relative to the repository root (empty: the root)."""
     job: str = ""
     """The workflow job it is a step of (its key under `jobs:`; empty outside any job)."""
+    script: str = ""
+    """The repository's shell script the step runs, where the line was read (empty: the step's own line)."""
 
 
 class CiFindings(BaseModel):

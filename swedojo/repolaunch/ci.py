@@ -59,9 +59,33 @@ def _run_lines(script: str) -> Iterator[str]:
             yield line
 
 
+_SCRIPT = re.compile(r"^(?:(?:ba)?sh |bash -\w+ |source |\. )?(?:\./)?([\w./-]+\.sh)(?:\s|$)")
+"""A step that runs a shell script of the repository: `./ci.sh`, `bash scripts/test.sh --slow`."""
+
+
+def _script_run(root: Path, where: str, line: str) -> str:
+    """The repository's shell script a step runs (relative to the root), "" when it runs none."""
+    match = _SCRIPT.match(line)
+    if not match:
+        return ""
+    path = (root / where / match.group(1)).resolve()
+    if not path.is_relative_to(root.resolve()) or not path.is_file():
+        return ""
+    return str(path.relative_to(root.resolve()))
+
+
+def _script_tests(root: Path, workflow: str, script: str, where: str, job: str) -> list[CiCommand]:
+    """The test lines of a shell script a workflow's step runs, as the step's own. Only its tests:
+    its other lines set up CI machines (caches, coverage uploads, other installers)."""
+    text = (root / script).read_text(errors="replace")
+    return [CiCommand(file=workflow, script=script, kind="test", command=line, workdir=where, job=job)
+            for line in _run_lines(text) if _TEST.search(line) and not line.startswith(("echo ", "printf "))]
+
+
 def read_workflows(root: Path) -> CiFindings:
     """Scan `.github/workflows/*.yml|yaml` under `root`."""
     findings = CiFindings()
+    followed: set[tuple[str, str, str]] = set()
     folder = root / ".github" / "workflows"
     files = sorted([*folder.glob("*.yml"), *folder.glob("*.yaml")]) if folder.is_dir() else []
     for path in files:
@@ -83,6 +107,9 @@ def read_workflows(root: Path) -> CiFindings:
                         kind = "test" if _TEST.search(line) else "install" if _INSTALL.search(line) else ""
                         if kind:
                             findings.commands.append(CiCommand(file=rel, kind=kind, command=line, workdir=where, job=job))
+                        elif (script := _script_run(root, where, line)) and (rel, job, script) not in followed:
+                            followed.add((rel, job, script))
+                            findings.commands += _script_tests(root, rel, script, where, job)
                 for recipe in recipes():
                     for key in recipe.ci_version_keys:
                         values = mapping.get(key)

@@ -58,7 +58,7 @@ def analyse(root: Path, when: datetime | None = None, python: PythonPlanning | N
         out.note("(test command)", note)
     out.ci_commands = [c.command for c in ci.commands]
     for c in ci.commands:
-        out.note(c.file, f"{c.kind}: {c.command}")
+        out.note(c.script or c.file, f"{c.kind}: {c.command}")
     for file in ci.unreadable:
         out.note(file, "workflow did not parse; skipped")
     return out

@@ -195,6 +195,32 @@ def test_c_sources_the_repository_leaves_to_cython_are_generated_before_the_buil
     assert "cython" in {name.lower() for name in spec.resolved_dependencies}, spec.resolved_dependencies
 
 
+PLUGGED = {
+    "pyproject.toml": module_project("calc"),
+    "calc.py": "def add(a, b):\n    return a + b\n",
+    "calc_testing/__init__.py": "",
+    "calc_testing/plugin.py": "import pytest\n\n\n@pytest.fixture\ndef numbers():\n    return (2, 3)\n",
+    "tests/test_calc.py": "from calc import add\n\n\ndef test_add(numbers):\n    assert add(*numbers) == 5\n",
+    ".github/workflows/ci.yml": "on: push\njobs:\n  test:\n    runs-on: ubuntu-latest\n    steps:\n"
+                                "      - uses: actions/checkout@v4\n      - run: bash -e ci/run.sh\n",
+    "ci/run.sh": "#!/bin/bash\nset -ex\npip install -e .\nif pytest -r a -p calc_testing.plugin \\\n"
+                 "    -p no:randomly --junitxml=out.xml tests; then echo ok; fi\n",
+}
+
+
+def test_a_plugin_the_projects_own_ci_script_loads_is_loaded(make_repo, tmp_path: Path, env_cache: Path) -> None:
+    """The workflow runs `ci/run.sh`, whose pytest loads the repository's own plugin with `-p`
+    (its configuration does not): the script is read as the workflow's, and the plugin is loaded
+    here too. Without it the suite runs as another (here: a fixture not found)."""
+    (root := tmp_path / "tree").mkdir()
+    write_tree(root, PLUGGED)
+    analysis = analyse(root)
+    assert analysis.test_command == "python -m pytest -rA -v -p no:cacheprovider -p calc_testing.plugin"
+    assert any("loads the repository's plugin calc_testing.plugin" in e.says for e in analysis.evidence)
+    spec = launch(str(make_repo("plugged", PLUGGED)), tmp_path / "out", cache_dir=env_cache / "envs")
+    assert spec.test_status == {"tests/test_calc.py::test_add": P}
+
+
 def test_the_console_line_names_the_exception_not_pips_trailer() -> None:
     from swedojo.repolaunch.buildlog import cause
 

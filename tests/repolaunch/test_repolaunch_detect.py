@@ -271,6 +271,20 @@ def test_ci_reading_is_robust(tmp_path: Path) -> None:
     assert found.unreadable == [".github/workflows/b.yml"]
 
 
+def test_a_shell_script_a_workflow_runs_is_read_for_its_tests(tmp_path: Path) -> None:
+    """`./ci.sh` is the project's own test procedure: its test lines are read as the step's (the
+    script named as their file), its other lines are not; a script outside the tree is not read."""
+    write_tree(tmp_path, {
+        ".github/workflows/a.yml": "jobs:\n  t:\n    steps:\n      - run: ./ci.sh\n      - run: sh ../../etc/x.sh\n"
+                                   "      - run: ./ci.sh --again\n",
+        "ci.sh": "#!/bin/bash\ncurl -s https://example.org/upload\necho 'pytest is next'\n"
+                 "python -m pytest -p pkg.plugin \\\n  --run-slow tests\n",
+    })
+    found = read_workflows(tmp_path)
+    assert [(c.file, c.script, c.kind, c.command, c.job) for c in found.commands] == [
+        (".github/workflows/a.yml", "ci.sh", "test", "python -m pytest -p pkg.plugin --run-slow tests", "t")]
+
+
 def test_no_build_system(tmp_path: Path) -> None:
     write_tree(tmp_path, {"README.md": "nothing to build\n"})
     with pytest.raises(NoBuildSystemError, match="no build or dependency file"):

@@ -552,7 +552,8 @@ class _PythonPlan:
                          and _requirement_name(t) not in ("pip", "setuptools", "wheel")]
                 by_job.setdefault((cmd.file, cmd.job), []).extend(taken)
         self._ci_installs(by_job)
-        self.test_commands += [(cmd.file, cmd.workdir, cmd.command) for cmd in self.ci.commands if cmd.kind == "test"]
+        self.test_commands += [(cmd.script or cmd.file, cmd.workdir, cmd.command) for cmd in self.ci.commands
+                               if cmd.kind == "test"]
         if versions := self.ci.versions.get("python"):
             self.listed["ci"] = versions
             self.out.note(".github/workflows", f"CI runs python {', '.join(versions)}")
@@ -685,11 +686,31 @@ class _PythonPlan:
         of the work tree and is cleared at the start of every run."""
         file, addopts = pytest_config_addopts(self.root)
         used = sorted({word.split("=")[0] for word in addopts} & CACHE_PLUGIN_OPTIONS)
+        plugins = "".join(f" -p {plugin}" for plugin in self._own_plugins(addopts))
         if not used:
-            return "python -m pytest -rA -v -p no:cacheprovider"
+            return f"python -m pytest -rA -v -p no:cacheprovider{plugins}"
         self.out.note(file, f"addopts use the cache plugin's {', '.join(used)}: its cache is kept in /tmp, cleared "
                             "at the start of every run")
-        return f"python -m pytest -rA -v -o cache_dir={PYTEST_CACHE} --cache-clear"
+        return f"python -m pytest -rA -v -o cache_dir={PYTEST_CACHE} --cache-clear{plugins}"
+
+    def _own_plugins(self, addopts: list[str]) -> list[str]:
+        """The repository's own pytest plugins its test commands load (`pytest -p pkg._tests.plugin`
+        in tox or in a script CI runs), which its configuration does not: without one the suite can
+        run as another (a plugin that runs the async tests: "async def functions are not natively
+        supported"). Only modules the repository holds: another is a dependency's, loaded by its
+        entry point or not installed."""
+        found: list[str] = []
+        for file, _, command in self.test_commands:
+            if not re.search(r"\bpytest\b", command):
+                continue
+            for plugin in re.findall(r"(?:^|\s)-p\s*([\w.]+)(?=\s|$)", command):
+                module = plugin.replace(".", "/")
+                own = any((self.root / base / f"{module}{tail}").exists()
+                          for base in ("", "src") for tail in (".py", "/__init__.py"))
+                if own and plugin not in found and f"-p {plugin}" not in " ".join(addopts):
+                    found.append(plugin)
+                    self.out.note(file, f"its pytest loads the repository's plugin {plugin}: so do the tests here")
+        return found
 
     def _runner(self) -> tuple[str, str] | None:
         """The project's own unittest-style runner (`python -m unittest`, a `runtests.py` script)
