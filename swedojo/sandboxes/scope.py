@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
@@ -27,6 +27,7 @@ class SandboxScope:
 
     def __init__(self) -> None:
         self._sandboxes: list[Sandbox] = []
+        self._stops: list[Callable[[], None]] = []
         self._lock = threading.Lock()
         self.closed_because = ""
         """Why `close` was called; empty while the scope is open."""
@@ -40,14 +41,34 @@ class SandboxScope:
         sandbox.close()
         raise ScopeClosedError(f"no new sandbox: {self.closed_because}")
 
+    def on_close(self, stop: Callable[[], None]) -> Callable[[], None]:
+        """Have `close` call `stop` (at once when the scope is closed already), for work of the unit
+        that is no sandbox (a model server's request in flight); returns what unregisters it."""
+        with self._lock:
+            if not self.closed_because:
+                self._stops.append(stop)
+                return lambda: self._forget(stop)
+        stop()
+        return lambda: None
+
+    def _forget(self, stop: Callable[[], None]) -> None:
+        with self._lock:
+            if stop in self._stops:
+                self._stops.remove(stop)
+
     def close(self, because: str) -> None:
-        """Close every sandbox of the scope (idempotent); errors of a sandbox in use are ignored."""
+        """Close every sandbox of the scope and stop its other work (idempotent); errors of a sandbox
+        in use are ignored."""
         with self._lock:
             self.closed_because = self.closed_because or because
             sandboxes, self._sandboxes = self._sandboxes, []
+            stops, self._stops = self._stops, []
         for sandbox in sandboxes:
             with contextlib.suppress(Exception):  # closed under a running command: whatever it raises, it is closed
                 sandbox.close()
+        for stop in stops:
+            with contextlib.suppress(Exception):
+                stop()
 
 
 _current: ContextVar[SandboxScope | None] = ContextVar("swedojo_sandbox_scope", default=None)

@@ -58,6 +58,9 @@ COMPLETION = {
 class _Server(ThreadingHTTPServer):
     requests: list[dict]
     status: int = 200
+    generating: bool = False
+    """Answer nothing, as an engine still generating, until the client goes (then set `client_gone`)."""
+    client_gone: threading.Event
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -81,6 +84,14 @@ class _Handler(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         self.server.requests.append({"path": self.path, "body": body, "auth": self.headers.get("Authorization")})
+        if self.server.generating:  # an engine notices its client went away, and aborts the request
+            self.connection.settimeout(30)
+            try:
+                if self.connection.recv(1) == b"":
+                    self.server.client_gone.set()
+            except OSError:
+                self.server.client_gone.set()
+            return
         if self.server.status != 200:
             self._reply(self.server.status, {"error": {"message": "busy"}})
         else:
@@ -91,6 +102,7 @@ class _Handler(BaseHTTPRequestHandler):
 def server() -> Iterator[_Server]:
     httpd = _Server(("127.0.0.1", 0), _Handler)
     httpd.requests = []
+    httpd.client_gone = threading.Event()
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
     yield httpd
@@ -153,6 +165,39 @@ def test_server_errors_are_typed(server):
     server.server_close()
     with pytest.raises(TransientBackendError):
         OpenAIHTTPBackend(_url(server), model="m", timeout=2).generate([Message.user("x")], SamplingParams())
+
+
+def test_a_request_in_flight_is_cut_when_its_unit_of_work_is_given_up(server):
+    """A cancelled batch or an instance out of time closes the episode's sandbox scope from another
+    thread; a turn waiting on the server went on waiting (up to the backend's timeout, ten minutes)
+    while the server generated on for nobody. Now its connection is shut: the turn ends `cancelled`
+    at once and the server sees its client gone (vLLM and SGLang then abort the request)."""
+    from swedojo.agent.backends.base import FinishReason
+    from swedojo.sandboxes.scope import SandboxScope, scoped
+
+    server.generating = True
+    backend = OpenAIHTTPBackend(_url(server), model="m", engine="vllm", timeout=60)
+    scope, answers = SandboxScope(), []
+
+    def turn() -> None:
+        with scoped(scope):
+            answers.append(backend.generate([Message.user("fix the bug")], SamplingParams()))
+
+    thread = threading.Thread(target=turn)
+    thread.start()
+    for _ in range(500):
+        if server.requests:
+            break
+        thread.join(0.01)
+    assert server.requests, "the request never reached the server"
+    scope.close("the batch was cancelled")
+    thread.join(10)
+    assert not thread.is_alive(), "the turn still waits on the server"
+    assert answers[0].finish_reason == FinishReason.CANCELLED and answers[0].content == ""
+    assert server.client_gone.wait(10), "the server never saw the client go"
+    with scoped(scope):  # asked in a scope closed already: no request at all
+        assert backend.generate([Message.user("x")], SamplingParams()).finish_reason == FinishReason.CANCELLED
+    assert len(server.requests) == 1
 
 
 def test_a_hosted_model_from_the_command_line_spec(server, monkeypatch):

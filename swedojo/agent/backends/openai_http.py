@@ -14,7 +14,9 @@ hosted API that validates its requests refuses anything else with a 400). Which 
 from __future__ import annotations
 
 import base64
+import http.client
 import json
+import socket
 import time
 import urllib.error
 import urllib.parse
@@ -36,6 +38,7 @@ from swedojo.agent.backends.base import (
     TransientBackendError,
     Usage,
 )
+from swedojo.sandboxes import scope as sandbox_scope
 from swedojo.schema import ToolCall
 
 
@@ -53,6 +56,42 @@ ENGINES = ("vllm", "sglang")
 
 STANDARD = "openai"
 """`engine` of every other server: the standard fields only."""
+
+
+class _RequestCancelledError(BackendError):
+    """The request was cut because its unit of work was given up (never seen outside `generate`)."""
+
+
+class _Connections:
+    """urllib handlers that keep the connections they open, so another thread can cut them."""
+
+    def __init__(self) -> None:
+        self.opened: list[http.client.HTTPConnection] = []
+        self.was_cut = False
+
+        def tracked(base: type[http.client.HTTPConnection]) -> Any:
+            def make(host: str, **kwargs: Any) -> http.client.HTTPConnection:
+                if self.was_cut:  # cut before it opened: it never does
+                    raise ConnectionAbortedError("the request was given up")
+                self.opened.append(connection := base(host, **kwargs))
+                return connection
+            return make
+
+        class Plain(urllib.request.HTTPHandler):
+            def http_open(self, req: urllib.request.Request) -> Any:
+                return self.do_open(tracked(http.client.HTTPConnection), req)
+
+        class Secure(urllib.request.HTTPSHandler):
+            def https_open(self, req: urllib.request.Request) -> Any:
+                return self.do_open(tracked(http.client.HTTPSConnection), req, context=self._context)  # type: ignore[attr-defined]
+
+        self.opener = urllib.request.build_opener(Plain(), Secure())
+
+    def cut(self) -> None:
+        self.was_cut = True
+        for connection in self.opened:
+            if connection.sock is not None:
+                connection.sock.shutdown(socket.SHUT_RDWR)
 
 
 class OpenAIHTTPBackend:
@@ -85,6 +124,13 @@ class OpenAIHTTPBackend:
         self, messages: Sequence[Message], params: SamplingParams, *, conversation_id: str = "default"
     ) -> Generation:
         started = time.perf_counter()
+        try:
+            return self._generate(messages, params, started)
+        except _RequestCancelledError:
+            return Generation(thinking=params.thinking, finish_reason=FinishReason.CANCELLED,
+                              usage=Usage(seconds=time.perf_counter() - started))
+
+    def _generate(self, messages: Sequence[Message], params: SamplingParams, started: float) -> Generation:
         if self.model is None or self.engine is None:
             self._ask_models()
         engine = self.engine in ENGINES
@@ -144,16 +190,19 @@ class OpenAIHTTPBackend:
             headers["Authorization"] = f"Bearer {self.api_key}"
         payload = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(self.base_url + path, data=payload, headers=headers, method=method)
+        connections, scope = _Connections(), sandbox_scope.current()
+        forget = scope.on_close(connections.cut) if scope is not None else (lambda: None)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+            if scope is not None and scope.closed_because:
+                raise _RequestCancelledError(scope.closed_because)
+            with connections.opener.open(request, timeout=self.timeout) as response:
                 raw = response.read()
-        except urllib.error.HTTPError as exc:
-            detail = exc.read().decode(errors="replace")[:500]
-            if exc.code == 429 or exc.code >= 500:
-                raise TransientBackendError(f"{method} {path}: HTTP {exc.code}: {detail}") from exc
-            raise ServerRequestError(f"{method} {path}: HTTP {exc.code}: {detail}") from exc
-        except (TimeoutError, urllib.error.URLError, ConnectionError) as exc:
-            raise TransientBackendError(f"{method} {self.base_url}{path}: {exc}") from exc
+        except (OSError, http.client.HTTPException) as exc:  # urllib's errors, a connection cut or reset
+            if scope is not None and scope.closed_because:
+                raise _RequestCancelledError(scope.closed_because) from exc
+            raise _request_error(method, self.base_url, path, exc) from exc
+        finally:
+            forget()
         try:
             data = json.loads(raw)
         except ValueError as exc:
@@ -161,6 +210,16 @@ class OpenAIHTTPBackend:
         if not isinstance(data, dict):
             raise ServerResponseError(f"{method} {path}: expected a JSON object")
         return data
+
+
+def _request_error(method: str, base_url: str, path: str, exc: OSError | http.client.HTTPException) -> BackendError:
+    """The backend error a failed request is: the server's answer (transient or not), or the network's."""
+    if isinstance(exc, urllib.error.HTTPError):
+        detail = exc.read().decode(errors="replace")[:500]
+        if exc.code == 429 or exc.code >= 500:
+            return TransientBackendError(f"{method} {path}: HTTP {exc.code}: {detail}")
+        return ServerRequestError(f"{method} {path}: HTTP {exc.code}: {detail}")
+    return TransientBackendError(f"{method} {base_url}{path}: {exc}")
 
 
 def image_message(paths: Sequence[str]) -> dict[str, Any]:
