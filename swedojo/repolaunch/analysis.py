@@ -67,8 +67,8 @@ class RepoAnalysis(BaseModel):
     runtime_allowed: list[str] = Field(default_factory=list)
     """Every version the metadata accepts, preferred first (the local mode takes the first it has)."""
     runtime_asked: bool = False
-    """Whether the project names `runtime_version` itself (`.nvmrc`, `engines`, its CI) rather than
-    the commit date choosing it: a runtime the base image lacks is fetched only when asked for."""
+    """Whether the project needs a runtime newer than the one its base image ships (`.nvmrc`,
+    `engines`, its CI's oldest name one): only then is another fetched."""
     debian_release: str = "bookworm"
     """Debian release for the base image, chosen for the runtime."""
     system_packages: list[str] = Field(default_factory=list)

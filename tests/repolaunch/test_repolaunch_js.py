@@ -380,8 +380,12 @@ def test_a_project_asking_for_a_newer_node_gets_it_from_the_registry(make_repo, 
                                     PythonPlanning())
     assert NodeRecipe().docker_runtimes(analysis) == ["18"]  # older than Debian's: Debian's, with npm 10
     files.pop(".nvmrc")
-    analysis = NodeRecipe().analyse(make_repo("unasked", files, NOW), CiFindings(), None, PythonPlanning())
-    assert not analysis.runtime_asked and NodeRecipe().docker_runtimes(analysis) == ["18"]  # none asked for
+    for engines, newer in ((">=12", False), (">=20", True), ("", False)):  # 18 will do, or none is named
+        package = {"name": "e", "version": "1.0.0", "engines": {"node": engines} if engines else {}}
+        analysis = NodeRecipe().analyse(make_repo(f"engines{len(engines)}", {**files, "package.json": json.dumps(package)},
+                                                  NOW), CiFindings(), None, PythonPlanning())
+        assert NodeRecipe().docker_runtimes(analysis)[-1] == "18" and \
+            (len(NodeRecipe().docker_runtimes(analysis)) == 2) == newer, engines
 
 
 @pytest.mark.docker

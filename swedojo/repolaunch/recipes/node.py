@@ -291,10 +291,11 @@ class NodeRecipe(LanguageRecipe):
                 out.rebuild_commands.append(step)
                 out.note("package.json", f"run before the tests, as the scripts do: {step}")
         candidates = newest(NODE_LTS, when)
-        wanted = ""
+        wanted, lowest = "", 0  # the version to run; the oldest the project says it runs on (0: it names none)
         for file in (".nvmrc", ".node-version"):
             if (root / file).is_file() and (match := re.match(r"v?(\d+)", read_text(root / file).strip())):
                 wanted = match.group(1)
+                lowest = int(wanted)
                 out.note(file, f"node {wanted}")
         engines = package.get("engines", {}).get("node", "")
         if engines and not wanted:
@@ -303,14 +304,18 @@ class NodeRecipe(LanguageRecipe):
             exact = re.fullmatch(r"[\^~]?v?(\d+)(?:\.[\dx*]+)*", engines.strip())
             if exact:
                 wanted = exact.group(1)
+                lowest = int(wanted)
             elif low:
                 newer = [v for v in candidates if int(v) >= int(low.group(1))]
                 wanted = newer[0] if newer else low.group(1)
+                lowest = int(low.group(1))
         if not wanted and (versions := ci.versions.get("node")):
             wanted = max(versions, key=int)
+            lowest = min(int(v) for v in versions)
             out.note(".github/workflows", f"CI runs node {', '.join(versions)}")
         out.runtime_version = wanted or (candidates[0] if candidates else "20")
-        out.runtime_allowed, out.runtime_asked = [out.runtime_version], bool(wanted)
+        out.runtime_allowed = [out.runtime_version]
+        out.runtime_asked = lowest > int(NODE_RELEASE[1])  # a Node newer than Debian's is needed, not only allowed
         return out
 
     def adaptations(self, analysis: RepoAnalysis, said: str) -> list[Adaptation]:
@@ -365,10 +370,10 @@ class NodeRecipe(LanguageRecipe):
         return (npm_resolved(lock.decode()) if lock is not None else {}), ""
 
     def docker_runtime(self, analysis: RepoAnalysis) -> tuple[str, str]:
-        """The Node the project asks for when it is newer than Debian's and the registry has a build
-        of it (`NODE_BUILDS`); else bookworm's, which older projects and those that ask for none run
-        on (with npm 10): a newer Node changes what some scripts mean (`node --test dir/` runs the
-        files in `dir` up to 20, and looks for a module named `dir` from 22)."""
+        """The Node the project asks for when it needs one newer than Debian's (`runtime_asked`) and
+        the registry has a build of it (`NODE_BUILDS`); else bookworm's, which older projects and
+        those that run on 18 too run on (with npm 10): a newer Node changes what some scripts mean
+        (`node --test dir/` runs the files in `dir` up to 20, and looks for a module `dir` from 22)."""
         build = self._build(analysis)
         return (NODE_RELEASE[0], build.version) if build else NODE_RELEASE
 
