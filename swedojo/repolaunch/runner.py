@@ -303,7 +303,7 @@ class _Search:
                     continue
                 found, prepared = len(self.found), len(self.prepare)
                 self.script(name, call[1], [*env, *command.env], path, workdir, command.dropped)
-                if len(self.found) == found == 0 and not workdir:  # a script before the runner: a step it may need
+                if found == len(self.found) == 0 and not workdir:  # a script before any runner: a step it may need
                     del self.prepare[prepared:]
                     self.prepare += _Steps(self.scripts).of_script(name, call[1], [*env, *command.env])
             if call:
@@ -341,15 +341,18 @@ class _Steps:
         """What a script does, followed through the scripts it runs: "build", "check", "runner"."""
         if name in self.seen or name not in self.scripts:
             return {"check"}  # a cycle or a missing script: never run whole
-        self.seen.add(name)
         try:
             segments = _segments(self.scripts[name])
         except ValueError:
-            segments = []  # unreadable: never run
-        kinds: set[str] = set() if segments else {"check"}
+            return {"check"}  # unreadable: never run
+        self.seen.add(name)
+        kinds: set[str] = set()
         for words in segments:
             kind, call, _ = self._classify(words)
-            kinds |= {kind} if call is None else set().union(*(self._kinds(n) for n in call[0])) if call[0] else set()
+            if call is None:
+                kinds.add(kind)
+            for called in call[0] if call else []:
+                kinds |= self._kinds(called)
         self.seen.discard(name)
         return kinds
 

