@@ -14,6 +14,7 @@ hosted API that validates its requests refuses anything else with a 400). Which 
 from __future__ import annotations
 
 import base64
+import contextlib
 import http.client
 import json
 import socket
@@ -91,7 +92,8 @@ class _Connections:
         self.was_cut = True
         for connection in self.opened:
             if connection.sock is not None:
-                connection.sock.shutdown(socket.SHUT_RDWR)
+                with contextlib.suppress(OSError):  # closed already
+                    connection.sock.shutdown(socket.SHUT_RDWR)
 
 
 class OpenAIHTTPBackend:
