@@ -59,6 +59,8 @@ def _run_lines(script: str) -> Iterator[str]:
             yield line
 
 
+_NOT_A_COMMAND = re.compile(r"(?:echo|printf|export|local|declare)\b|\w+=\S*$")
+"""A script's line that names a test tool without running one: a message, an assignment (`PATH=$PWD/.tox/...`)."""
 _SCRIPT = re.compile(r"^(?:(?:ba)?sh |bash -\w+ |source |\. )?(?:\./)?([\w./-]+\.sh)(?:\s|$)")
 """A step that runs a shell script of the repository: `./ci.sh`, `bash scripts/test.sh --slow`."""
 
@@ -79,7 +81,7 @@ def _script_tests(root: Path, workflow: str, script: str, where: str, job: str) 
     its other lines set up CI machines (caches, coverage uploads, other installers)."""
     text = (root / script).read_text(errors="replace")
     return [CiCommand(file=workflow, script=script, kind="test", command=line, workdir=where, job=job)
-            for line in _run_lines(text) if _TEST.search(line) and not line.startswith(("echo ", "printf "))]
+            for line in _run_lines(text) if _TEST.search(line) and not _NOT_A_COMMAND.match(line)]
 
 
 def read_workflows(root: Path) -> CiFindings:

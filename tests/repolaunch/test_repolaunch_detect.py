@@ -277,7 +277,7 @@ def test_a_shell_script_a_workflow_runs_is_read_for_its_tests(tmp_path: Path) ->
     write_tree(tmp_path, {
         ".github/workflows/a.yml": "jobs:\n  t:\n    steps:\n      - run: ./ci.sh\n      - run: sh ../../etc/x.sh\n"
                                    "      - run: ./ci.sh --again\n",
-        "ci.sh": "#!/bin/bash\ncurl -s https://example.org/upload\necho 'pytest is next'\n"
+        "ci.sh": "#!/bin/bash\ncurl -s https://example.org/upload\necho 'pytest is next'\nPATH=\"$PWD/.tox/py/bin:$PATH\"\n"
                  "python -m pytest -p pkg.plugin \\\n  --run-slow tests\n",
     })
     found = read_workflows(tmp_path)
