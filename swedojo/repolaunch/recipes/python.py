@@ -630,7 +630,7 @@ class _PythonPlan:
             out.install_commands.append(shlex.join(["pip", "install", undated]))
             out.note("(install)", f"{undated}: no release before {out.resolution_date} on the index (deleted and "
                                   "uploaded again later?): installed first, undated")
-        if self.cython:
+        if self.cython and not any(_requirement_name(r) == "cython" for r in self.build_requires):
             self._add(self.build_requires, "cython")
         if self.build_requires and self.editable:
             out.install_commands.append(shlex.join(["pip", "install", *when, *self.build_requires]))
