@@ -90,6 +90,16 @@ def test_requirement_lines_pip_would_stop_at_are_rewritten_or_dropped_and_said(t
     assert "requirements-test.txt:2: `-r gone.txt` dropped (a file that does not exist here)" in analysis.requirement_changes
     clean = read_requirement_file(tmp_path, "requirements-base.txt")
     assert clean == (["iniconfig"], [], False, [])  # nothing to change: pip reads it as it is
+    # a hash-pinned file (pip-compile --generate-hashes) installed with the project itself: pip's hash
+    # mode would refuse the project's directory ("Can't verify hashes ... point to directories")
+    write_tree(tmp_path, {"requirements/pytest.pip": "attrs==22.1.0 \\\n    --hash=sha256:29ad \\\n"
+                                                     "    --hash=sha256:86ef\n    # via pytest\niniconfig==1.1.1 --hash=sha256:0123\n"})
+    hashed = read_requirement_file(tmp_path, "requirements/pytest.pip")
+    assert hashed.requirements == ["attrs==22.1.0", "iniconfig==1.1.1"]
+    assert [c.describe() for c in hashed.changes] == [
+        "requirements/pytest.pip: `--hash on 2 line(s)` -> `the same pins without their hashes` (pip checks hashes "
+        "for every requirement of an install or none, and cannot for the project itself or the other files "
+        "installed with it)"]
     changes: list[Change] = []
     assert requirement("pkg[x] @ git+https://github.com/o/pkg@main ; python_version<'4'", "f", changes) \
         == "pkg[x]; python_version<'4'"

@@ -137,8 +137,10 @@ def read_requirement_file(root: Path, rel: str, seen: frozenset[str] = frozenset
     constraints: list[str] = []
     changes: list[Change] = []
     project = False
+    hashed = 0
     for number, line in _logical_lines(read_text(path)):
         source = f"{rel}:{number}"
+        hashed += bool(re.search(r"\s--hash[=\s]", line))
         if match := re.match(r"^(?:-r|--requirement)[=\s]*(\S+)$", line):
             nested = str(Path(rel).parent / match.group(1)) if not match.group(1).startswith("/") else match.group(1)
             nested = str(Path(nested))
@@ -167,6 +169,10 @@ def read_requirement_file(root: Path, rel: str, seen: frozenset[str] = frozenset
             project = True
         elif taken:
             requirements.append(taken)
+    if hashed:  # one hash puts pip in hash mode for the whole install: the project's own directory has none
+        changes.append(Change(rel, f"--hash on {hashed} line(s)", "the same pins without their hashes",
+                              "pip checks hashes for every requirement of an install or none, and cannot for the "
+                              "project itself or the other files installed with it"))
     return RequirementFile(requirements, constraints, project, changes)
 
 
