@@ -59,8 +59,8 @@ class EngineBuildError(InstallError):
     concurrent builds the legacy builder loses a `COPY --from` source ("lstat .../merged/...: no
     such file") or a parent image ("unknown parent image ID"), or commits a `COPY --from` short
     (`cached_copy`: the build cache holds the short copy, so the layer is built again without it).
-    The layer is built again once before this is raised, and no other plan is tried: it would not
-    fare better."""
+    The layer is built again (`images.ENGINE_RETRIES` times) before this is raised, and no other
+    plan is tried: it would not fare better."""
 
     def __init__(self, message: str, log_path: Path | None = None, cached_copy: bool = False) -> None:
         super().__init__(message, log_path)

@@ -243,8 +243,9 @@ def _context(name: str, spec: EnvSpec, checkout: Path, out: IO[bytes]) -> None:
 _FAILED = re.compile(r"returned a non-zero code: (\d+)")
 _STEP_ID = re.compile(r"^ ---> ([0-9a-f]{12,})$")
 """The image a build instruction produced (" ---> 1a2b3c4d5e6f")."""
-ENGINE_RETRIES = 1
-"""Times a layer the engine failed on its own (`EngineBuildError`) is built again."""
+ENGINE_RETRIES = 2
+"""Times a layer the engine failed on its own (`EngineBuildError`) is built again: a real launch saw
+the engine lose a `COPY --from` source twice in a row."""
 BUILDS_LOCK = "builds.lock"
 """In a launch's lock directory: held shared by every layer build running (`_discard`)."""
 LEFTOVERS = "leftovers"

@@ -131,11 +131,11 @@ def _copying_nothing(tmp_path: Path) -> EnvSpec:
                    layers={"base": base, "runtime": base, "deps": f"swedojo/deps:{tag}", "repo": f"swedojo/env:{tag}"})
 
 
-def test_a_failure_of_the_engines_own_is_built_again_once_then_raised(tmp_path: Path) -> None:
+def test_a_failure_of_the_engines_own_is_built_again_then_raised(tmp_path: Path) -> None:
     """No step failed: the engine did. Here the deps layer's build stage leaves nothing at the path
     its image copies (`COPY --from=build` finds no source), as a race of concurrent builds does to
     the legacy builder now and then ("lstat .../merged/...: no such file", "unknown parent image
-    ID"). The layer is built again once, then `EngineBuildError`, an install failure for which a
+    ID"). The layer is built again (`ENGINE_RETRIES` times), then `EngineBuildError`, an install failure for which a
     launch tries no other plan."""
     from swedojo.repolaunch import images
     from swedojo.repolaunch.buildlog import BuildLog
