@@ -110,6 +110,20 @@ def _git(source: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(source), *args], capture_output=True, text=True, check=True).stdout.strip()
 
 
+def _code() -> str:
+    """The swedojo this run imports and its commit: an editable install shared by several checkouts
+    (git worktrees on one venv) imports the one it was installed from, not the one the script is in."""
+    import swedojo
+
+    root = Path(swedojo.__file__).resolve().parent.parent
+    try:
+        commit = _git(root, "rev-parse", "--short", "HEAD")
+        dirty = "+changes" if _git(root, "status", "--porcelain", "--untracked-files=no", "swedojo") else ""
+    except (subprocess.CalledProcessError, FileNotFoundError):
+        commit, dirty = "not a git checkout", ""
+    return f"swedojo from {root} at {commit}{dirty}"
+
+
 def old_commit(source: Path) -> str:
     """The last first-parent commit at least `OLD_YEARS` years before HEAD's, else the first commit."""
     head = int(_git(source, "log", "-1", "--format=%ct", "HEAD"))
@@ -251,6 +265,7 @@ def main() -> int:
     parser.add_argument("--family", nargs="*", default=[], help="--breadth: only these families (python, go, ...).")
     parser.add_argument("--backend", default="docker", choices=("docker", "local"), help="--breadth: the backend.")
     args = parser.parse_args()
+    print(f"measuring {_code()}", file=sys.stderr, flush=True)
     if args.breadth:
         return breadth(args)
     chosen = [r for r in REPOS if not args.only or r.repo in args.only]
