@@ -16,6 +16,8 @@ COMMAND_PACKAGES = {
     "autoreconf": "autoconf", "aclocal": "automake", "automake": "automake", "libtoolize": "libtool", "m4": "m4",
     "ninja": "ninja-build", "g++": "g++", "c++": "g++", "tput": "ncurses-bin", "tclsh": "tcl", "time": "time",
     "shasum": "libdigest-sha-perl", "md5sum": "coreutils", "wget": "wget", "curl": "curl", "git": "git",
+    "go": "golang-go", "gofmt": "golang-go", "javac": "default-jdk-headless", "java": "default-jre-headless",
+    "mvn": "maven",
 }
 """Commands whose Debian package has another name; any other command is taken as its package's name."""
 CMAKE_PACKAGES = {

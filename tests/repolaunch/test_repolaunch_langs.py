@@ -142,6 +142,23 @@ def test_go_module_with_vendored_dependency(make_repo, tmp_path: Path, env_cache
     assert spec.env_vars["GOPROXY"] == "off" and spec.flaky_tests == [] and spec.network_tests == []
 
 
+def test_a_go_package_from_before_modules_is_launched_as_the_module_its_import_comment_names(
+        make_repo, tmp_path: Path, env_cache: Path) -> None:
+    """No go.mod, a Makefile that runs `go test`: the repository was taken for a C project, `make`
+    found no `go`, and the Debian package asked for was "go" (there is none). Go files at the root
+    make it Go; go.mod is written in the work tree, naming the module by the package's import
+    comment, which its external tests import it by."""
+    files = {"calc.go": 'package calc // import "github.com/acme/calc"\n\nfunc Add(a, b int) int { return a + b }\n',
+             "example_test.go": 'package calc_test\n\nimport (\n\t"testing"\n\n\t"github.com/acme/calc"\n)\n\n'
+                                "func TestAdd(t *testing.T) {\n\tif calc.Add(1, 2) != 3 {\n\t\tt.Fatal(\"sum\")\n\t}\n}\n",
+             "Makefile": "test:\n\tgo test ./...\n"}
+    spec = _launch(make_repo("calc-gopath", files, DATE), tmp_path / "out", env_cache)
+    assert spec.language == "go" and spec.test_status == {"github.com/acme/calc::TestAdd": P}
+    assert "[ -f go.mod ] || go mod init github.com/acme/calc" in spec.rebuild_commands
+    from swedojo.repolaunch.missing import missing_packages
+    assert missing_packages("make: go: No such file or directory\n")[0][0] == "golang-go"
+
+
 def test_a_dependency_that_needs_a_newer_go_moves_the_launch_to_the_next_release(make_repo, tmp_path: Path,
                                                                                   env_cache: Path) -> None:
     """The module says go 1.18 (bookworm's 1.19), a vendored dependency says go 1.21 and uses its

@@ -29,6 +29,10 @@ def _go_requirements(root: Path) -> int:
     return len(single) + sum(len(re.findall(r"^\s*[^\s/][^\s]*\s+v\S+", block, re.MULTILINE)) for block in blocks)
 
 
+_IMPORT_COMMENT = re.compile(r'^package \w+\s*//\s*import\s+"([^"]+)"', re.MULTILINE)
+"""An import comment: the path a package from before modules is imported by."""
+
+
 class GoRecipe(DebianToolchainRecipe):
     """go.mod."""
 
@@ -45,9 +49,15 @@ class GoRecipe(DebianToolchainRecipe):
     def detect(self, root: Path) -> int | None:
         return self.priority if (root / "go.mod").is_file() else None
 
+    def detect(self, root: Path) -> int | None:
+        """go.mod, or Go files at the root of a package from before modules (no go.mod)."""
+        return self.priority if (root / "go.mod").is_file() or any(root.glob("*.go")) else None
+
     def analyse(self, root: Path, ci: CiFindings, when: datetime | None, planning: PythonPlanning) -> RepoAnalysis:
         """go.mod's `go` line is the oldest Go the module builds with (`toolchain` only a preference).
         Modules in `vendor/` (its modules.txt) are used as they are: nothing to download."""
+        if not (root / "go.mod").is_file():
+            return self._before_modules(root, ci)
         out = RepoAnalysis(language="go", build_system="go modules", dependency_files=["go.mod"],
                            install_commands=["go mod download"], test_command="go test -json ./...",
                            log_parser="gotest")
@@ -68,6 +78,20 @@ class GoRecipe(DebianToolchainRecipe):
             out.dependency_files.append("vendor/modules.txt")
             out.note("vendor/modules.txt", "dependencies vendored: go test -mod=vendor, nothing to download")
         self.choose_toolchain(out, minimum)
+        return out
+
+    def _before_modules(self, root: Path, ci: CiFindings) -> RepoAnalysis:
+        """A package from before modules (GOPATH): go.mod is written in the work tree, naming the
+        module by the package's import comment (`package errors // import "github.com/pkg/errors"`),
+        which its tests import it by; only the standard library is there to import."""
+        path = next((m.group(1) for file in sorted(root.glob("*.go"))
+                     if (m := _IMPORT_COMMENT.search(read_text(file)))), f"example.invalid/{root.name}")
+        out = RepoAnalysis(language="go", build_system="go (no go.mod)", dependency_files=[],
+                           rebuild_commands=[f"[ -f go.mod ] || go mod init {path}"],
+                           test_command="go test -json ./...", log_parser="gotest")
+        out.note("(root)", f"Go files and no go.mod: a package from before modules, made the module {path} "
+                           "in the work tree (its dependencies other than the standard library are not fetched)")
+        self.choose_toolchain(out, min(versions, key=version_key) if (versions := ci.versions.get("go")) else "")
         return out
 
     def toolchain_env(self, root: str, sandbox: bool) -> dict[str, str]:
