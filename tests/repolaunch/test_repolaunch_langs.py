@@ -17,6 +17,7 @@ import pytest
 from launch_helpers import DATE
 from toolchains import require_tools
 
+from swedojo.repolaunch.detect import analyse
 from swedojo.repolaunch.errors import InstallError, ValidateError
 from swedojo.repolaunch.images import SRC
 from swedojo.repolaunch.launch import launch
@@ -157,6 +158,9 @@ def test_a_go_package_from_before_modules_is_launched_as_the_module_its_import_c
     assert "[ -f go.mod ] || go mod init github.com/acme/calc" in spec.rebuild_commands
     from swedojo.repolaunch.missing import missing_packages
     assert missing_packages("make: go: No such file or directory\n")[0][0] == "golang-go"
+    uncommented = make_repo("calc-uncommented", {**files, "calc.go": "package calc\n\nfunc Add(a, b int) int { return a + b }\n"},
+                            DATE)  # no import comment: the path the external tests import it by
+    assert "go mod init github.com/acme/calc" in analyse(uncommented).rebuild_commands[0]
 
 
 def test_a_dependency_that_needs_a_newer_go_moves_the_launch_to_the_next_release(make_repo, tmp_path: Path,

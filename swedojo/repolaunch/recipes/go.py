@@ -33,6 +33,17 @@ _IMPORT_COMMENT = re.compile(r'^package \w+\s*//\s*import\s+"([^"]+)"', re.MULTI
 """An import comment: the path a package from before modules is imported by."""
 
 
+def _imported_as(root: Path) -> str:
+    """The path the package's external tests (`package errors_test`) import it by: the import whose
+    last element is the package's name; "" where none does."""
+    for file in sorted(root.glob("*_test.go")):
+        text = read_text(file)
+        if (own := re.search(r"^package (\w+)_test\b", text, re.MULTILINE)) and \
+                (found := re.search(rf'"([\w.\-/]+/{own.group(1)})"', text)):
+            return found.group(1)
+    return ""
+
+
 class GoRecipe(DebianToolchainRecipe):
     """go.mod."""
 
@@ -83,9 +94,10 @@ class GoRecipe(DebianToolchainRecipe):
     def _before_modules(self, root: Path, ci: CiFindings) -> RepoAnalysis:
         """A package from before modules (GOPATH): go.mod is written in the work tree, naming the
         module by the package's import comment (`package errors // import "github.com/pkg/errors"`),
-        which its tests import it by; only the standard library is there to import."""
+        else by the path its external tests import it by; only the standard library is there to import."""
         path = next((m.group(1) for file in sorted(root.glob("*.go"))
-                     if (m := _IMPORT_COMMENT.search(read_text(file)))), f"example.invalid/{root.name}")
+                     if (m := _IMPORT_COMMENT.search(read_text(file)))), "") or _imported_as(root) \
+            or f"example.invalid/{root.name}"
         out = RepoAnalysis(language="go", build_system="go (no go.mod)", dependency_files=[],
                            rebuild_commands=[f"[ -f go.mod ] || go mod init {path}"],
                            test_command="go test -json ./...", log_parser="gotest")
