@@ -174,8 +174,8 @@ def deps_dockerfile(spec: EnvSpec) -> str:
     lines += ["COPY opt /opt", *_run(layer_steps("deps", spec), SRC),
               f"RUN [ ! -d {ENV_ROOT} ] || {_COUNT} > {_MANIFEST}"]  # no layer: the copy fails on its own
     lines += [f"FROM {runtime}", f"COPY --from=build {ENV_ROOT} {ENV_ROOT}",
-              f'RUN n=$({_COUNT}) && [ "$n" = "$(cat {_MANIFEST})" ] || '
-              f'{{ echo "the engine copied $n of $(cat {_MANIFEST}) files of {ENV_ROOT}"; exit {COPY_LOST_FILES}; }}',
+              (f'RUN n=$({_COUNT}) && [ "$n" = "$(cat {_MANIFEST})" ] || '
+               f'{{ echo "the engine copied $n of $(cat {_MANIFEST}) files of {ENV_ROOT}"; exit {COPY_LOST_FILES}; }}'),
               _env_line(layer_env(spec)), ""]
     return "\n".join(lines)
 

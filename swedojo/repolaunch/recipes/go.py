@@ -45,7 +45,7 @@ def _imported_as(root: Path) -> str:
 
 
 class GoRecipe(DebianToolchainRecipe):
-    """go.mod."""
+    """go.mod, or Go files at the root (a package from before modules)."""
 
     languages = ("go",)
     family = "go"
@@ -56,9 +56,6 @@ class GoRecipe(DebianToolchainRecipe):
     shipped: ClassVar[dict[str, str]] = {"bullseye": "1.15", "bookworm": "1.19", "trixie": "1.24"}
     toolchain_name = "Go"
     packages = ("golang-go", "gcc", "libc6-dev")  # Go builds cgo packages (net, os/user) with gcc
-
-    def detect(self, root: Path) -> int | None:
-        return self.priority if (root / "go.mod").is_file() else None
 
     def detect(self, root: Path) -> int | None:
         """go.mod, or Go files at the root of a package from before modules (no go.mod)."""
