@@ -247,9 +247,22 @@ ENGINE_RETRIES = 2
 """Times a layer the engine failed on its own (`EngineBuildError`) is built again: a real launch saw
 the engine lose a `COPY --from` source twice in a row."""
 BUILDS_LOCK = "builds.lock"
-"""In a launch's lock directory: held shared by every layer build running (`_discard`)."""
+"""In the engine's lock directory: held shared by every layer build running (`_discard`)."""
 LEFTOVERS = "leftovers"
-"""In a launch's lock directory: leftover images to remove once no build runs, one id a line."""
+"""In the engine's lock directory: leftover images to remove once no build runs, one id a line."""
+_ENGINE_LOCKS: list[Path] = []
+
+
+def engine_locks() -> Path:
+    """The lock directory of the engine `api()` talks to, one per engine on this host (by its ID,
+    under the temporary directory): every process building on that engine locks here, whatever its
+    cache directory. With a lock directory per cache (as before), a launch's discards did not see
+    the builds of a launch with another cache beside it, and removed images those builds had just
+    taken from the engine's cache (a real launch lost a `COPY --from` source mid-copy)."""
+    if not _ENGINE_LOCKS:
+        engine = re.sub(r"[^A-Za-z0-9]", "", str(api().info().get("ID", ""))) or "engine"
+        _ENGINE_LOCKS.append(Path(tempfile.gettempdir()) / "swedojo-docker-locks" / engine[:32])
+    return _ENGINE_LOCKS[0]
 
 
 class _Leftovers:
@@ -277,12 +290,21 @@ class _Leftovers:
         return {self.stage_id, self.last_id if failed else ""} - self.from_ids - {""}
 
 
-def _discard(images: set[str], lock_dir: Path) -> None:
-    """Remove a build's leftover images, with those left before, once no layer build runs (with this
-    lock directory; until then they wait in its `LEFTOVERS` for the last build to end). The engine
+def _remove(image: str) -> bool:
+    try:
+        api().remove_image(image)
+        return True
+    except docker.errors.APIError:
+        return False  # gone already, or the parent of a kept image (or of one still pending): it stays
+
+
+def _discard(images: set[str]) -> None:
+    """Remove a build's leftover images, with those left before, once no layer build runs on the
+    engine (until then they wait in `LEFTOVERS` for the last build to end). The engine
     removes an image's untagged parents with it, and a build running beside may have just taken one
     of them from its cache: it then failed on a parent gone ("unknown parent image ID") or a
     `COPY --from` source gone ("lstat .../merged/...: no such file")."""
+    lock_dir = engine_locks()
     with file_lock(lock_dir / f"{LEFTOVERS}.lock"):
         queue = lock_dir / LEFTOVERS
         pending = {*(queue.read_text().split() if queue.is_file() else ()), *images}
@@ -290,22 +312,18 @@ def _discard(images: set[str], lock_dir: Path) -> None:
             if not free:
                 queue.write_text("".join(f"{image}\n" for image in sorted(pending)))
                 return
-            for image in pending:
-                try:
-                    api().remove_image(image)
-                except docker.errors.APIError:
-                    pass  # gone already, or the parent of a kept image: it stays with that one
+            while removed := {image for image in pending if _remove(image)}:  # a child first, then its parent
+                pending -= removed
         queue.unlink(missing_ok=True)
 
 
-def _build(name: str, spec: EnvSpec, checkout: Path, log: BuildLog, nocache: bool, timeout: float,
-           lock_dir: Path) -> None:
+def _build(name: str, spec: EnvSpec, checkout: Path, log: BuildLog, nocache: bool, timeout: float) -> None:
     tag = spec.layers[name]
     steps = layer_steps(name, spec)
     log.begin(f"{name} layer: building {tag}{' (no cache)' if nocache else ''}")
     current, leftovers, failed = -1, _Leftovers(), True
     try:
-        with shared_lock(lock_dir / BUILDS_LOCK), tempfile.TemporaryFile() as context:
+        with shared_lock(engine_locks() / BUILDS_LOCK), tempfile.TemporaryFile() as context:
             _context(name, spec, checkout, context)
             stream = api().build(fileobj=context, custom_context=True, tag=tag, rm=True, forcerm=True,
                                  nocache=nocache, pull=False, decode=True, timeout=timeout)
@@ -329,15 +347,14 @@ def _build(name: str, spec: EnvSpec, checkout: Path, log: BuildLog, nocache: boo
     except docker.errors.APIError as exc:
         raise EngineBuildError(f"{name} layer: the engine refused the build: {exc.explanation}", log.path) from exc
     finally:
-        _discard(leftovers.images(failed), lock_dir)
+        _discard(leftovers.images(failed))
 
 
-def _build_retrying(name: str, spec: EnvSpec, checkout: Path, log: BuildLog, nocache: bool, timeout: float,
-                    lock_dir: Path) -> None:
+def _build_retrying(name: str, spec: EnvSpec, checkout: Path, log: BuildLog, nocache: bool, timeout: float) -> None:
     """`_build`, again up to `ENGINE_RETRIES` times after a failure of the engine's own."""
     for attempt in range(ENGINE_RETRIES + 1):
         try:
-            return _build(name, spec, checkout, log, nocache, timeout, lock_dir)
+            return _build(name, spec, checkout, log, nocache, timeout)
         except EngineBuildError as exc:
             if attempt == ENGINE_RETRIES:
                 raise
@@ -352,7 +369,7 @@ def _save(name: str, tag: str, store: Path, log: BuildLog) -> None:
               f"layers new there ({saved.new_bytes / 2**20:.1f} MB)\n")
 
 
-def build_images(spec: EnvSpec, checkout: Path, log: BuildLog, lock_dir: Path, nocache: bool = False,
+def build_images(spec: EnvSpec, checkout: Path, log: BuildLog, nocache: bool = False,
                  timeout: float = 1800.0) -> list[Layer]:
     """Build the layers `spec.layers` names that do not exist yet (every one with `nocache`); with an
     image store (`$SWEDOJO_IMAGE_STORE`), load one from there instead where it holds it, and save
@@ -363,7 +380,7 @@ def build_images(spec: EnvSpec, checkout: Path, log: BuildLog, lock_dir: Path, n
     for name in LAYERS[1:]:
         tag = spec.layers[name]
         record_use(tag)  # found or built, it is in use (`dojo sandbox prune --unused-days`)
-        with file_lock(lock_dir / f"{tag.replace('/', '_').replace(':', '_')}.lock"):
+        with file_lock(engine_locks() / f"{tag.replace('/', '_').replace(':', '_')}.lock"):
             old = image_id(tag)
             if old and not nocache:
                 log.write(f"{name} layer: cache hit {tag} ({old[7:19]})\n")
@@ -376,18 +393,14 @@ def build_images(spec: EnvSpec, checkout: Path, log: BuildLog, lock_dir: Path, n
                 layers.append(layer_info(name, tag, cached=True, seconds=time.monotonic() - start))
                 log.write(f"{name} layer: loaded {tag} from the image store {store} in {layers[-1].seconds:.1f}s\n")
                 continue
-            _build_retrying(name, spec, checkout, log, nocache, timeout, lock_dir)
+            _build_retrying(name, spec, checkout, log, nocache, timeout)
             layers.append(layer_info(name, tag, cached=False, seconds=time.monotonic() - start))
             log.write(f"{name} layer: built {tag} in {layers[-1].seconds:.1f}s ({layers[-1].size_mb:.0f} MB)\n")
             if store:
                 _save(name, tag, store, log)
             if old and old != layers[-1].image_id:
                 replaced.append(old)
-    for old in reversed(replaced):
-        try:
-            api().remove_image(old)
-        except docker.errors.APIError:
-            pass  # still the parent of another image, or used by a container: it stays
+    _discard(set(replaced))  # its untagged parents go with it: not while a build beside may use them
     if (budget := budget_mb()) is not None and not all(layer.cached for layer in layers):
         pruned = prune_to_budget(budget)  # this launch's own layers are held: they stay
         log.write(f"disk budget {budget / 1024:g} GB: removed {len(pruned.removed)} least recently used image(s)"

@@ -188,7 +188,7 @@ class _Built(BaseModel):
 
 
 def _docker_cache(cache_dir: Path | None) -> Path:
-    """Next to the local layers: build locks, and validated specs by final image id."""
+    """Next to the local layers: validated specs by final image id."""
     return (cache_dir or default_cache_dir()).parent / "docker"
 
 
@@ -244,7 +244,7 @@ class _DockerBuilder:
         from swedojo.repolaunch import images
 
         spec = images.plan(_base_spec(repo, sha, "docker", analysis, log), analysis, workdir, log)
-        layers = images.build_images(spec, workdir, log, _docker_cache(cache_dir) / "locks")
+        layers = images.build_images(spec, workdir, log)
         final = layers[-1].image_id.removeprefix("sha256:")[:24]
         return _Built(spec=spec, cached_spec=_docker_cache(cache_dir) / "specs" / f"{final}.json",
                       hit=all(layer.cached for layer in layers), layers=[layer.model_dump() for layer in layers])
@@ -261,7 +261,7 @@ class _DockerBuilder:
 
         self.ready(log)
         images.ensure_base(spec.base_image.split(":")[-1], log)
-        built = images.build_images(spec, workdir, log, _docker_cache(cache_dir) / "locks", nocache=True)
+        built = images.build_images(spec, workdir, log, nocache=True)
         return [layer.model_dump() for layer in built]
 
 

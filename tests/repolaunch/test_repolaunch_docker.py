@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import time
 from pathlib import Path
 
 import pytest
 import typer
 from launch_helpers import (
-    sandbox_at_a_later_commit,
     CALC_FLAKY,
     CALC_NETWORK,
     CALC_STATUSES,
@@ -23,6 +23,7 @@ from launch_helpers import (
     PROJECT,
     TESTS,
     commit_all,
+    sandbox_at_a_later_commit,
     write_tree,
 )
 from typer.testing import CliRunner
@@ -142,7 +143,7 @@ def test_a_failure_of_the_engines_own_is_built_again_then_raised(tmp_path: Path)
 
     log = BuildLog(tmp_path / "build.log")
     with pytest.raises(EngineBuildError) as caught:
-        images.build_images(_copying_nothing(tmp_path), tmp_path, log, tmp_path / "locks")
+        images.build_images(_copying_nothing(tmp_path), tmp_path, log)
     assert caught.value.stage == "install" and caught.value.message.startswith("deps layer: ")
     assert "exited with" not in caught.value.message
     assert log.path.read_text().count("the engine failed, no step did: building the layer again") == images.ENGINE_RETRIES
@@ -161,28 +162,36 @@ def test_a_deps_layer_copied_short_is_caught_and_built_again_without_the_cache(t
     spec = _copying_nothing(tmp_path).model_copy(update={"install_commands": [f"mkdir -p {images.ENV_ROOT}/lib"]})
     log = BuildLog(tmp_path / "build.log")
     with pytest.raises(EngineBuildError) as caught:
-        images.build_images(spec, tmp_path, log, tmp_path / "locks")
+        images.build_images(spec, tmp_path, log)
     assert "its copy lost files" in caught.value.message
     text = log.path.read_text()
     assert "the engine copied" in text and "building the layer again without the build cache" in text
     assert "deps layer: building swedojo/deps:engine-failure-" in text and "(no cache)" in text
 
 
-def test_a_builds_leftover_images_wait_until_no_build_runs_beside(tmp_path: Path) -> None:
+def test_a_builds_leftover_images_wait_until_no_build_runs_on_the_engine(tmp_path: Path) -> None:
     """Removing an image removes its untagged parents, which a build running beside may have just
     taken from its cache: a build's leftovers (its build stage, a failed step's image) are removed
-    only when no other build holds the lock directory's builds lock, by whichever build ends last."""
+    only when no build on the engine holds its builds lock, by whichever build ends last. The other
+    build here is another process, as a launch with a cache directory of its own is: the lock is the
+    engine's (before, each cache directory had its own, and a test's builds removed images a
+    benchmark's build beside it was copying from)."""
     from swedojo.repolaunch import images
     from swedojo.repolaunch.buildlog import BuildLog
-    from swedojo.sandboxes.filelock import shared_lock
 
-    locks, spec = tmp_path / "locks", _copying_nothing(tmp_path)
-    with shared_lock(locks / images.BUILDS_LOCK):  # another build, running
+    spec, lock = _copying_nothing(tmp_path), images.engine_locks() / images.BUILDS_LOCK
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    hold = "import fcntl, sys; f = open(sys.argv[1], 'a'); fcntl.flock(f, fcntl.LOCK_SH); print('held', flush=True); sys.stdin.read()"
+    holder = subprocess.Popen([sys.executable, "-c", hold, str(lock)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"  # another build, running
         with pytest.raises(EngineBuildError):
-            images.build_images(spec, tmp_path, BuildLog(tmp_path / "first.log"), locks)
-        waiting = (locks / images.LEFTOVERS).read_text().split()
+            images.build_images(spec, tmp_path, BuildLog(tmp_path / "first.log"))
+        waiting = (images.engine_locks() / images.LEFTOVERS).read_text().split()
         assert waiting and all(images.image_id(image) for image in waiting)
+    finally:
+        holder.communicate("")
     with pytest.raises(EngineBuildError):  # the next build to end, with none beside it
-        images.build_images(spec, tmp_path, BuildLog(tmp_path / "second.log"), locks)
-    assert not (locks / images.LEFTOVERS).exists()
+        images.build_images(spec, tmp_path, BuildLog(tmp_path / "second.log"))
+    assert not (images.engine_locks() / images.LEFTOVERS).exists()
     assert not [image for image in waiting if images.image_id(image)]
