@@ -524,13 +524,79 @@ def _ctest_status(text: str) -> TestStatus:
     return TestStatus.FAILED  # Failed, Timeout, Exception: ...
 
 
-def parse_ctest(log: str) -> dict[str, TestStatus]:
-    """ctest's "1/4 Test #1: name ....   Passed  0.01 sec" lines."""
+_CTEST_OUTPUT = re.compile(r"^(\d+): (.*)$")
+"""A line a test printed, as `ctest -V` shows it: the test's number, then the line."""
+_CTEST_NUMBER = re.compile(r"^\s*\d+/\d+ Test\s+#(\d+): ")
+_GTEST_CASE = re.compile(r"^\[\s*(OK|FAILED|SKIPPED)\s*\] (\S+\.\S+) \(\d+ ms\)$")
+"""googletest's line closing one test: "[       OK ] Suite.Name (0 ms)"."""
+_GTEST_STATUS = {"OK": TestStatus.PASSED, "FAILED": TestStatus.FAILED, "SKIPPED": TestStatus.SKIPPED}
+
+
+_MARKED_CASE = re.compile(r"^\[\s*(pass|passed|ok|fail|failed|skip|skipped)\s*\]:?\s+(\S.*?)\s*$", re.IGNORECASE)
+"""A hand-written harness's line: a status word in brackets, then what was checked ("[pass] Query int")."""
+_MARKED_STATUS = {"pass": TestStatus.PASSED, "passed": TestStatus.PASSED, "ok": TestStatus.PASSED,
+                  "fail": TestStatus.FAILED, "failed": TestStatus.FAILED,
+                  "skip": TestStatus.SKIPPED, "skipped": TestStatus.SKIPPED}
+
+
+def _cases_within(output: list[str]) -> dict[str, TestStatus]:
+    """The tests one ctest test ran inside it, where its runner names them (a ctest test is often a
+    whole suite's runner: one executable per suite), in the first of these forms its output has:
+    googletest's closing lines ("[       OK ] Suite.Name (0 ms)", also cmocka's and utest.h's), TAP
+    points, automake's "PASS: name", a status word in brackets before a name ("[pass] name")."""
+    readers: list[Callable[[list[str]], dict[str, TestStatus]]] = [
+        lambda lines: _marked(lines, _GTEST_CASE, lambda m: (m.group(2), _GTEST_STATUS[m.group(1)])),
+        lambda lines: parse_tap("\n".join(lines)),
+        lambda lines: _marked(lines, _AUTOMAKE_LINE, lambda m: (m.group(2), _AUTOMAKE_STATUS[m.group(1)])),
+        lambda lines: _marked(lines, _MARKED_CASE, lambda m: (m.group(2), _MARKED_STATUS[m.group(1).lower()])),
+    ]
+    for read in readers:
+        if found := read(output):
+            return found
+    return {}
+
+
+def _marked(lines: list[str], pattern: re.Pattern[str],
+            case: Callable[[re.Match[str]], tuple[str, TestStatus]]) -> dict[str, TestStatus]:
     results: dict[str, TestStatus] = {}
+    for line in lines:
+        if match := pattern.match(line.strip()):
+            _record(results, *case(match))
+    return results
+
+
+def _ctest_results(log: str) -> tuple[dict[str, TestStatus], dict[str, TestStatus]]:
+    """(ctest's tests, the tests inside them as `ctest test::inner test`). Inside tests are read
+    from `ctest -V`, which prints every test's output with its number; without it there are none."""
+    results: dict[str, TestStatus] = {}
+    output: dict[str, list[str]] = {}
+    names: dict[str, str] = {}
     for line in log.splitlines():
         if match := _CTEST_LINE.match(line):
             _record(results, match.group(1), _ctest_status(match.group(2).strip()))
-    return results
+            if number := _CTEST_NUMBER.match(line):
+                names[number.group(1)] = match.group(1)
+        elif match := _CTEST_OUTPUT.match(line):
+            output.setdefault(match.group(1), []).append(match.group(2))
+    within: dict[str, TestStatus] = {}
+    for number, lines in output.items():
+        if number in names:
+            for case, status in _cases_within(lines).items():
+                _record(within, f"{names[number]}::{case}", status)
+    return results, within
+
+
+def parse_ctest(log: str) -> dict[str, TestStatus]:
+    """ctest's "1/4 Test #1: name ....   Passed  0.01 sec" lines, and with `ctest -V` the tests each
+    one ran inside it (`name::Suite.Case` for googletest, `name::title` for TAP): the ctest test
+    keeps its own status, so a benchmark naming it still finds it."""
+    results, within = _ctest_results(log)
+    return {**results, **within}
+
+
+def ctest_own_ids(log: str) -> set[str]:
+    """The ids ctest's summary counts: its own tests, not those inside them."""
+    return set(_ctest_results(log)[0])
 
 
 def summary_ctest(log: str) -> Counts | None:
@@ -896,6 +962,10 @@ TALLIES: dict[str, Callable[[str], Counts | None]] = {"jest": tally_jest, "vites
 assertions, node's TAP names tests without their files): what the log it parsed accounts for, set
 against the summary instead of its ids."""
 
+SUMMARIZED_IDS: dict[str, Callable[[str], set[str]]] = {"ctest": ctest_own_ids}
+"""For a parser whose ids include tests its framework's summary does not count (ctest's, the tests
+inside its own): the ids it counts, whose parsed statuses are set against the summary."""
+
 
 class UnknownParserError(KeyError):
     """No parser is registered under the requested name."""
@@ -918,6 +988,9 @@ def _differences(name: str, log: str, results: dict[str, TestStatus]) -> dict[st
     summary = SUMMARIES[name](log) if name in SUMMARIES else None
     if summary is None:
         return {}
+    if name in SUMMARIZED_IDS:
+        counted = SUMMARIZED_IDS[name](log)
+        results = {test: status for test, status in results.items() if test in counted}
     got = ((TALLIES[name](log) if name in TALLIES else None) or counts_of(results)).model_dump()
     if summary.errors is None and got["errors"] is not None:
         got["failed"] += got["errors"]

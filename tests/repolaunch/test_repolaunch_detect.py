@@ -207,7 +207,7 @@ def test_c_projects(tmp_path: Path) -> None:
     })
     a = analyse(cmake)
     assert (a.language, a.build_system, a.test_command, a.log_parser) == \
-        ("cpp", "cmake", "cd build && ctest --output-on-failure", "ctest")
+        ("cpp", "cmake", "cd build && ctest -V", "ctest")
     meson = write_tree(tmp_path / "meson", {"meson.build": "project('x', 'c')\n", "x.c": "int main(void) {}\n"})
     a = analyse(meson)
     assert (a.language, a.build_system, a.log_parser) == ("c", "meson", "surefire")

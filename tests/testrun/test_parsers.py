@@ -182,6 +182,64 @@ set_tests_properties(skipped PROPERTIES SKIP_RETURN_CODE 77)
     assert "failed: summary says 1, parsed 0" in check_counts("ctest", log, {**results, "math.broken": P}, code)
 
 
+@needs("ctest")
+@needs("gcc")
+def test_ctest_verbose_reads_the_tests_inside_each_ctest_test(tmp_path: Path) -> None:
+    """A project may register a whole suite as one ctest test (its runner executable): `ctest -V`
+    shows each test's output, and the googletest, TAP or "[pass] name" lines in it are read as tests of their own
+    (`ctest test::inner test`), beside the ctest test's own result. Without them a suite of hundreds
+    is two results, and one failing case fails the whole suite."""
+    write_tree(tmp_path, {
+        "CMakeLists.txt": """cmake_minimum_required(VERSION 3.13)
+project(demo C)
+enable_testing()
+add_executable(gtest_like gtest_like.c)
+add_executable(tap_like tap_like.c)
+add_executable(marked marked.c)
+add_executable(plain plain.c)
+add_test(NAME unit COMMAND gtest_like)
+add_test(NAME suite COMMAND tap_like)
+add_test(NAME marked COMMAND marked)
+add_test(NAME plain COMMAND plain)
+""",
+        "gtest_like.c": r"""#include <stdio.h>
+int main(void) {
+  puts("[==========] Running 3 tests from 1 test suite.");
+  puts("[ RUN      ] Math.Adds"); puts("[       OK ] Math.Adds (0 ms)");
+  puts("[ RUN      ] Math.Breaks"); puts("[  FAILED  ] Math.Breaks (1 ms)");
+  puts("[ RUN      ] Math.Later"); puts("[  SKIPPED ] Math.Later (0 ms)");
+  puts("[  FAILED  ] 1 test, listed below:"); puts("[  FAILED  ] Math.Breaks");
+  return 1;
+}
+""",
+        "tap_like.c": r"""#include <stdio.h>
+int main(void) {
+  puts("1..3"); puts("ok 1 - platform_output"); puts("# some output"); puts("ok 2 - async");
+  puts("ok 3 - udp_ipv6 # SKIP no IPv6 here");
+  return 0;
+}
+""",
+        "marked.c": r"""#include <stdio.h>
+int main(void) {
+  puts("Name of play (1): Hamlet"); puts("[pass] Query int"); puts("[fail] Query double [1.5][2]");
+  puts("[pass] Query int"); return 0;
+}
+""",
+        "plain.c": "int main(void) { return 0; }\n",
+    })
+    _, code = run(["sh", "-c", "cmake -S . -B build && cmake --build build"], tmp_path)
+    assert code == 0
+    log, code = run(["ctest", "-V"], tmp_path / "build")
+    results = parse_log("ctest", log)
+    assert results == {"unit": F, "suite": P, "marked": P, "plain": P,
+                       "unit::Math.Adds": P, "unit::Math.Breaks": F, "unit::Math.Later": S,
+                       "suite::platform_output": P, "suite::async": P, "suite::udp_ipv6": S,
+                       "marked::Query int": P, "marked::Query double [1.5][2]": F}
+    assert check_counts("ctest", log, results, code) == []  # ctest's summary counts its own four
+    quiet, _ = run(["ctest", "--output-on-failure"], tmp_path / "build")
+    assert parse_log("ctest", quiet) == {"unit": F, "suite": P, "marked": P, "plain": P}  # no output, none inside
+
+
 @needs("node")
 def test_node_test_runner_tap(tmp_path: Path) -> None:
     write_tree(tmp_path, {

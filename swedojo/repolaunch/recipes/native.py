@@ -23,6 +23,10 @@ from swedojo.repolaunch.recipes.base import (
     apt,
 )
 
+CTEST = "ctest -V"
+"""Verbose: every test's output is in the log, so the tests a ctest test runs inside it (googletest's
+and TAP's lines) are read one by one (`testrun.parsers.parse_ctest`), not only the test's own result
+(a real project registers its whole suite as one ctest test per executable)."""
 DEBIAN_GCC = {"bullseye": "10", "bookworm": "12", "trixie": "14"}
 BUILD_FILES = ("CMakeLists.txt", "meson.build", "configure.ac", "Makefile.am", "Makefile")
 BUILD_PACKAGES = {"cmake": ["cmake"], "meson": ["meson", "ninja-build"], "autotools": ["autoconf", "automake", "libtool"]}
@@ -118,7 +122,7 @@ class NativeRecipe(LanguageRecipe):
             out = RepoAnalysis(language=language, build_system="cmake", dependency_files=["CMakeLists.txt"],
                                rebuild_commands=["cmake -S . -B build -DCMAKE_BUILD_TYPE=Debug && cmake --build build -j2"],
                                build_command="cmake --build build -j2",
-                               test_command="cd build && ctest --output-on-failure", log_parser="ctest")
+                               test_command=f"cd build && {CTEST}", log_parser="ctest")
             if not re.search(r"enable_testing|add_test|include\(CTest\)", read_text(root / "CMakeLists.txt")):
                 out.note("CMakeLists.txt", "no enable_testing/add_test: ctest may find no tests")
             else:
