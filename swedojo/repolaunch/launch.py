@@ -536,10 +536,11 @@ def _undatable(said: str) -> str:
 _INTERPRETER_TROUBLE = re.compile(r"Traceback \(most recent call last\)|INTERNALERROR|SyntaxError|ImportError"
                                   r"|No matching distribution found|Requires-Python|requires a different Python"
                                   r"|note: module requires Go|go\.mod requires go|requires rustc \d"
-                                  r"|is not supported by the following package|feature `edition\d+` is required")
+                                  r"|is not supported by the following package|feature `edition\d+` is required"
+                                  r"|^\S+\.(?:c|cc|cpp|cxx|h|hh|hpp|hxx):\d+:\d+: error: ", re.MULTILINE)
 """A failed attempt another interpreter or toolchain may cure: the code, its runner or a
 dependency broke on this one, or the index has no release of a requirement for it, or a module
-or crate asks for a newer Go or rustc."""
+or crate asks for a newer Go or rustc, or C or C++ code did not compile with this compiler and C library."""
 
 
 def _since(log: BuildLog, offset: int) -> str:

@@ -171,6 +171,34 @@ def test_tests_behind_an_option_are_turned_on_when_the_runner_finds_none(make_re
     assert "No tests were found" in log and "trying again with tests on" in log
 
 
+TESTS_OFF_IN_A_SUBPROJECT = {
+    # the option is the subproject's, and its tests then need zlib: tests on, then zlib installed
+    "CMakeLists.txt": "cmake_minimum_required(VERSION 3.10)\nproject(calc C)\ninclude(cmake/options.cmake)\n"
+                      "enable_testing()\nadd_subdirectory(calc)\n",
+    "cmake/options.cmake": "option(CALC_DOCS \"Build the manual\" OFF)\n",
+    "calc/CMakeLists.txt": "option(calc_build_tests \"Build the tests\" OFF)\nadd_library(calc calc.c)\n"
+                           "if(calc_build_tests)\n  find_package(ZLIB REQUIRED)\n"
+                           "  add_executable(adds adds.c)\n  target_link_libraries(adds calc ZLIB::ZLIB)\n"
+                           "  add_test(NAME adds COMMAND adds)\nendif()\n",
+    "calc/calc.c": "int add(int a, int b) { return a + b; }\n",
+    "calc/adds.c": "#include <zlib.h>\nint add(int a, int b);\nint main(void) { return add(1, 2) == 3 && zlibVersion() ? 0 : 1; }\n",
+}
+
+
+@pytest.mark.docker
+def test_a_subprojects_test_option_is_found_and_turned_on_once(make_repo, tmp_path: Path, env_cache: Path) -> None:
+    """Options declared in a subproject (`add_subdirectory`) or an included file are read too (a real
+    repository declared its tests' option only in its subproject's CMakeLists.txt); and the option,
+    applied again with each later plan (here: zlib installed for the tests), is in the configure step once."""
+    spec = launch(str(make_repo("subproject-tests", TESTS_OFF_IN_A_SUBPROJECT, DATE)), tmp_path / "out",
+                  backend="docker", cache_dir=env_cache / "envs")
+    assert spec.test_status == {"adds": TestStatus.PASSED}
+    assert spec.rebuild_commands[0].startswith("cmake -S . -B build -Dcalc_build_tests=ON -DCMAKE_BUILD_TYPE=Debug")
+    assert spec.rebuild_commands[0].count("calc_build_tests") == 1 and "zlib1g-dev" in spec.toolchain_commands[-1]
+    assert len(spec.attempts) == 2 and "[install]" in spec.attempts[1], spec.attempts
+    assert "Could NOT find ZLIB" in (tmp_path / "out" / "build.log").read_text()
+
+
 @pytest.mark.tools("cmake", "gcc")
 def test_a_commit_launched_again_goes_to_the_plan_that_validated_it(make_repo, tmp_path: Path, env_cache: Path) -> None:
     """The second launch of a commit whose first plan failed (a resumed evaluation, its empty-patch

@@ -272,6 +272,28 @@ def test_c_build_systems(make_repo, tmp_path: Path, env_cache: Path, files: dict
     assert (spec.language, spec.build_system, spec.log_parser) == ("c", build_system, parser)
 
 
+OLD_ERA_CPP = {
+    # a bundled test header of its era sizes an array by SIGSTKSZ: a constant up to glibc 2.33 only
+    "CMakeLists.txt": "cmake_minimum_required(VERSION 3.10)\nproject(calc CXX)\nenable_testing()\n"
+                      "add_executable(check_add check_add.cpp)\nadd_test(NAME add_works COMMAND check_add)\n",
+    "check_add.cpp": "#include <csignal>\nstatic char alternate_stack[SIGSTKSZ];\n"
+                     "int main() { return alternate_stack[0] == 0 && 1 + 2 == 3 ? 0 : 1; }\n",
+    ".gitignore": "build/\n",
+}
+
+
+def test_code_that_does_not_compile_with_this_toolchain_tries_an_older_release(make_repo, tmp_path: Path,
+                                                                              env_cache: Path) -> None:
+    """A compile error in the repo layer is a toolchain search's cue, as an interpreter's error is
+    Python's: the next older Debian release's gcc and C library (a real repository's bundled Catch
+    did not compile with bookworm's glibc 2.36 and did with bullseye's 2.31)."""
+    spec = _launch(make_repo("old-era-cpp", OLD_ERA_CPP, DATE), tmp_path / "out", env_cache)
+    assert spec.test_status == {"add_works": P}
+    assert (spec.base_image, spec.runtime_version) == ("swedojo/base:bullseye", "10")
+    assert len(spec.attempts) == 1 and spec.attempts[0].startswith("cpp 12: [install]"), spec.attempts
+    assert "alternate_stack[SIGSTKSZ]" in (tmp_path / "out" / "build.log").read_text()
+
+
 def test_a_tests_output_that_reads_like_a_ctest_result_stays_its_output(make_repo, tmp_path: Path,
                                                                         env_cache: Path) -> None:
     """A failing test prints a line that reads like one more ctest result: `ctest -V` prints every

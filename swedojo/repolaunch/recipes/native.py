@@ -63,12 +63,37 @@ def _options(root: Path, build_system: str, on: bool, autoconf: re.Pattern[str],
         flags = {"ENABLE": ("--enable-", "--disable-"), "WITH": ("--with-", "--without-")}
         return [f"{flags[kind.upper()][0 if on else 1]}{name}" for kind, name in autoconf.findall(read_text(root / "configure.ac"))]
     if build_system == "cmake":
-        return [f"-D{name}={'ON' if on else 'OFF'}" for name in cmake.findall(read_text(root / "CMakeLists.txt"))]
+        names = [name for path in _cmake_files(root) for name in cmake.findall(read_text(path))]
+        return [f"-D{name}={'ON' if on else 'OFF'}" for name in dict.fromkeys(names)]
     if build_system == "meson":
         text = read_text(root / "meson_options.txt") + read_text(root / "meson.options")
         values = {"boolean": ("true", "false"), "feature": ("enabled", "disabled")}
         return [f"-D{name}={values[kind.lower()][0 if on else 1]}" for name, kind in meson.findall(text)]
     return []
+
+
+_CMAKE_INCLUDES = re.compile(r"^\s*(?:add_subdirectory|include)\s*\(\s*\"?([^\s\")$]+)", re.MULTILINE | re.IGNORECASE)
+MAX_CMAKE_FILES = 50
+
+
+def _cmake_files(root: Path) -> list[Path]:
+    """The root CMakeLists.txt and the project's CMake files it reaches by `add_subdirectory` and
+    `include` of a file in the tree, root first: options are often declared in a subproject's or
+    an included file's (`googletest/CMakeLists.txt`, `cmake/options.cmake`)."""
+    found: list[Path] = []
+    queue = [root / "CMakeLists.txt"]
+    while queue and len(found) < MAX_CMAKE_FILES:
+        path = queue.pop(0)
+        if path in found or not path.is_file():
+            continue
+        found.append(path)
+        for name in _CMAKE_INCLUDES.findall(read_text(path)):
+            if "$" in name:
+                continue  # a variable's value: not read statically
+            target = (path.parent / name).resolve()
+            if target.is_relative_to(root.resolve()):
+                queue.append(target / "CMakeLists.txt" if target.is_dir() else target)
+    return found
 
 
 def _documentation_off(root: Path, build_system: str) -> list[str]:
@@ -165,15 +190,28 @@ class NativeRecipe(LanguageRecipe):
         return first + super().adaptations(analysis, said)
 
     def adapt(self, analysis: RepoAnalysis, adaptation: Adaptation) -> RepoAnalysis:
+        """The options go into the configure step once (the launch applies its adaptations again to
+        each plan it tries)."""
         options = {DOCUMENTATION_OFF: analysis.documentation_off, TESTS_ON: analysis.tests_on}.get(adaptation.name)
         if options and (step := CONFIGURE_STEPS.get(analysis.build_system)):
+            added = f"{step} {' '.join(options)}"
             analysis = analysis.model_copy(update={"rebuild_commands": [
-                command.replace(step, f"{step} {' '.join(options)}", 1) for command in analysis.rebuild_commands]})
+                command if added in command else command.replace(step, added, 1)
+                for command in analysis.rebuild_commands]})
         return super().adapt(analysis, adaptation)
 
     def docker_runtime(self, analysis: RepoAnalysis) -> tuple[str, str]:
-        """The analysis's release and its gcc."""
-        return analysis.debian_release, DEBIAN_GCC[analysis.debian_release]
+        """The release whose gcc the analysis names (the plan being tried), else the analysis's release."""
+        release = next((r for r, gcc in DEBIAN_GCC.items() if gcc == analysis.runtime_version), analysis.debian_release)
+        return release, DEBIAN_GCC[release]
+
+    def docker_runtimes(self, analysis: RepoAnalysis) -> list[str]:
+        """The analysis's release's gcc, then the older releases' (a toolchain search): code of an
+        older era, or a header it bundles, may not compile with a newer compiler and C library (a
+        real repository's bundled test framework sized an array by `SIGSTKSZ`, no constant from
+        glibc 2.34 on). The launch tries the next one only after a compile error."""
+        releases = list(DEBIAN_GCC)
+        return [DEBIAN_GCC[r] for r in reversed(releases[:releases.index(analysis.debian_release) + 1])]
 
     def toolchain_commands(self, analysis: RepoAnalysis) -> list[str]:
         compiler = ["g++"] if analysis.language == "cpp" else ["gcc", "libc6-dev"]
