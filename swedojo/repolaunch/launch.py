@@ -54,7 +54,7 @@ from swedojo.repolaunch.recipes.python import (
     interpreter_direction,
     unimportable,
 )
-from swedojo.repolaunch.registries import unreachable_registry
+from swedojo.repolaunch.registries import unreachable_registry, unreachable_source
 from swedojo.repolaunch.validate import failing_tests, passing_among, validate
 from swedojo.repos import CommitNotFoundError, RepoNotFoundError, checkout, resolve_repo
 from swedojo.sandboxes.base import ExecResult, Sandbox, SandboxConfig, SandboxError
@@ -401,8 +401,8 @@ def _by_rules(analysis: RepoAnalysis, workdir: Path, when: datetime, backend: st
             spec = attempt(analysis)
         except (InstallError, DiscoveryError, ValidateError) as exc:
             said = f"{_since(log, started)}\n{exc.message}"  # the attempt's log and how it ended
-            offline = unreachable_registry(recipe.registry, analysis, workdir, exc.message, said) \
-                if isinstance(exc, InstallError) else ""
+            offline = (unreachable_registry(recipe.registry, analysis, workdir, exc.message, said)
+                       or unreachable_source(analysis, exc.message, said)) if isinstance(exc, InstallError) else ""
             exc.message = offline or "; ".join([exc.message, *(line for line in cause(said)
                                                                if line not in exc.message)])
             if backend == "local" and (wanted := [p for c in recipe.adaptations(analysis, said) for p in c.packages]):

@@ -80,3 +80,22 @@ def unreachable_registry(registry: Registry | None, analysis: RepoAnalysis, root
         return ""
     return f"{registry.name} ({host}) is not reachable from here: {_dependencies(registry, root)} " \
            "cannot be fetched"
+
+
+_SOURCE = re.compile(r"unable to access '(\w+://[^'\s]+)'|Could not resolve host: ([\w.-]+)|Failed to connect to ([\w.-]+)")
+"""git's and curl's words for a URL or host it could not reach."""
+
+
+def unreachable_source(analysis: RepoAnalysis, failure: str, log_text: str) -> str:
+    """The one-line reason when a repo-layer step (`failure` names it) failed on a download of its
+    own that cannot reach its host (CMake's FetchContent or ExternalProject, a script's git clone),
+    else "": another plan cannot cure it, and it is where the launch ran, not the project."""
+    if not any(f"`{command}`" in failure for command in analysis.rebuild_commands):
+        return ""
+    lines = [line for line in log_text.splitlines() if _NETWORK_ERROR.search(line)]
+    found = next((match for line in lines if (match := _SOURCE.search(line))), None)
+    if found is None:
+        return ""
+    url = found.group(1) or ""
+    host = url.split("/")[2] if url else found.group(2) or found.group(3)
+    return f"the build downloads {url or 'from ' + host} itself, and {host} is not reachable from here"

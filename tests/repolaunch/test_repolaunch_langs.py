@@ -272,6 +272,24 @@ def test_c_build_systems(make_repo, tmp_path: Path, env_cache: Path, files: dict
     assert (spec.language, spec.build_system, spec.log_parser) == ("c", build_system, parser)
 
 
+def test_a_build_that_downloads_from_an_unreachable_host_says_so(make_repo, tmp_path: Path, env_cache: Path) -> None:
+    """CMake's FetchContent clones the test framework while configuring: where its host cannot be
+    reached the launch says which URL, once (no other plan is tried: none would reach it)."""
+    if _answers("github.com"):
+        pytest.skip("github.com answers here: this is a test of the launch where it does not")
+    files = {"CMakeLists.txt": "cmake_minimum_required(VERSION 3.14)\nproject(calc C)\nenable_testing()\n"
+                               "include(FetchContent)\nFetchContent_Declare(framework GIT_REPOSITORY "
+                               "https://github.com/example/framework.git GIT_TAG v1.0)\nFetchContent_MakeAvailable(framework)\n"
+                               "add_executable(adds adds.c)\nadd_test(NAME adds COMMAND adds)\n",
+             "adds.c": "int main(void) { return 0; }\n"}
+    with pytest.raises(InstallError) as caught:
+        _launch(make_repo("fetches-at-configure", files, DATE), tmp_path / "out", env_cache)
+    assert caught.value.stage == "install"
+    assert caught.value.message == ("the build downloads https://github.com/example/framework.git/ itself, "
+                                    "and github.com is not reachable from here")
+    assert (tmp_path / "out" / "build.log").read_text().count("runtime on the docker backend") == 1
+
+
 OLD_ERA_CPP = {
     # a bundled test header of its era sizes an array by SIGSTKSZ: a constant up to glibc 2.33 only
     "CMakeLists.txt": "cmake_minimum_required(VERSION 3.10)\nproject(calc CXX)\nenable_testing()\n"
