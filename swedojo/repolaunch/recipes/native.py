@@ -24,9 +24,9 @@ from swedojo.repolaunch.recipes.base import (
 )
 
 CTEST = "ctest -V"
-"""Verbose: every test's output is in the log, so the tests a ctest test runs inside it (googletest's
-and TAP's lines) are read one by one (`testrun.parsers.parse_ctest`), not only the test's own result
-(a real project registers its whole suite as one ctest test per executable)."""
+"""Verbose: every test's output is in the log, so the tests a ctest test runs inside it (googletest's,
+TAP's, a harness's "[pass] name" lines) are read one by one (`testrun.parsers.parse_ctest`), not
+only the test's own result (a real project registers its whole suite as one ctest test per executable)."""
 DEBIAN_GCC = {"bullseye": "10", "bookworm": "12", "trixie": "14"}
 BUILD_FILES = ("CMakeLists.txt", "meson.build", "configure.ac", "Makefile.am", "Makefile")
 BUILD_PACKAGES = {"cmake": ["cmake"], "meson": ["meson", "ninja-build"], "autotools": ["autoconf", "automake", "libtool"]}
